@@ -1,0 +1,42 @@
+# The two commands of the README's quick start are `make demo` and `make test`; both install
+# everything first (idempotently, see deploy/install.sh). Other targets are for development.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+# Per-test timeout: a hung broker or agent fails its test instead of the whole run.
+PYTEST_TIMEOUT ?= 300
+
+.PHONY: setup demo test lint unit integration down clean
+
+setup:
+	bash deploy/install.sh
+
+demo: setup
+	$(VENV)/bin/drsvc dev up --clusters east,west
+	$(VENV)/bin/drsvc dev smoke
+	@echo "The local environment keeps running; stop it with: $(VENV)/bin/drsvc dev down"
+
+# pytest exits 5 when it collected no test: that is a failure here, never a pass.
+test: setup
+	$(MAKE) --no-print-directory lint
+	$(PY) -m pytest --timeout=$(PYTEST_TIMEOUT) tests; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$status
+
+lint:
+	$(VENV)/bin/ruff check drsvc failover chaos tests bench
+	$(VENV)/bin/ruff format --check drsvc failover chaos tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+unit:
+	$(PY) -m pytest --timeout=60 tests/unit
+
+integration:
+	$(PY) -m pytest --timeout=$(PYTEST_TIMEOUT) tests/integration
+
+down:
+	$(VENV)/bin/drsvc dev down
+
+clean: down
+	rm -rf .drsvc

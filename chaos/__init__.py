@@ -1,0 +1,1 @@
+"""Chaos scenarios and the PySpark consistency checks that judge them."""

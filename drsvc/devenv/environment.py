@@ -1,0 +1,447 @@
+"""``drsvc dev up|down|status``: the embedded local environment as one object.
+
+``up`` is idempotent: what already runs is left alone, what was stopped is restarted on the same
+ports with its data, what is new is created. Every process start is recorded in the state file
+before the next one begins, so ``down`` can always find everything ``up`` started, even after an
+interrupted ``up``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.kafka_admin import wait_for_brokers
+from drsvc.devenv import consul_agent, kafka_node
+from drsvc.devenv.components import Components, load_components
+from drsvc.devenv.ports import allocate_ports, ensure_free, port_accepts
+from drsvc.devenv.processes import is_alive, stop_all
+from drsvc.devenv.state import (
+    BrokerNode,
+    ConsulAgentState,
+    EnvState,
+    KafkaSite,
+    StateStore,
+)
+from drsvc.errors import (
+    ConfigError,
+    CoordinatorUnavailableError,
+    KafkaUnavailableError,
+    LocalEnvError,
+    NotInstalledError,
+    ProcessStartError,
+)
+from drsvc.settings import Settings
+
+ALIAS_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+LOCAL_HOST = "127.0.0.1"
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """Where to reach what the local environment runs."""
+
+    clusters: dict[str, str]
+    consul_http_addr: str | None
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "clusters": {a: {"bootstrap_servers": b} for a, b in sorted(self.clusters.items())},
+            "consul": {"http_addr": self.consul_http_addr},
+        }
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    """One managed process as ``drsvc dev status`` reports it."""
+
+    site: str
+    role: str
+    address: str
+    pid: int | None
+    running: bool
+    listening: bool
+    log_file: Path
+
+
+@dataclass(frozen=True)
+class EnvironmentStatus:
+    state_dir: Path
+    processes: list[ProcessStatus] = field(default_factory=list)
+
+    @property
+    def all_running(self) -> bool:
+        return bool(self.processes) and all(p.running and p.listening for p in self.processes)
+
+
+def parse_aliases(text: str) -> list[str]:
+    """Parse ``east,west`` into validated, de-duplicated cluster aliases (order kept)."""
+    aliases = [a.strip() for a in text.split(",") if a.strip()]
+    if not aliases:
+        raise ConfigError("--clusters needs at least one cluster alias, e.g. --clusters east,west")
+    seen: list[str] = []
+    for alias in aliases:
+        if not ALIAS_PATTERN.match(alias):
+            raise ConfigError(
+                f"invalid cluster alias {alias!r}: use 1-32 letters, digits, '-' or '_', "
+                "starting with a letter"
+            )
+        if alias in seen:
+            raise ConfigError(f"cluster alias {alias!r} is listed twice in --clusters")
+        seen.append(alias)
+    return seen
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class _StartingSite:
+    """Nodes of a site started by this ``up`` and not yet known to be ready."""
+
+    site: KafkaSite
+    nodes: list[BrokerNode]
+    log_offsets: dict[int, int]
+
+
+class LocalEnvironment:
+    """The local clusters and Consul agent recorded in one state directory."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.state_dir = settings.state_dir.resolve()
+        self.store = StateStore(self.state_dir)
+
+    # ------------------------------------------------------------------ queries
+
+    def info(self) -> EnvironmentInfo:
+        state = self.store.load()
+        return EnvironmentInfo(
+            clusters={alias: site.bootstrap_servers for alias, site in state.sites.items()},
+            consul_http_addr=state.consul.http_addr if state.consul else None,
+        )
+
+    def bootstrap_servers(self, alias: str) -> str:
+        """Bootstrap servers of a running local cluster (for topologies that omit them)."""
+        state = self.store.load()
+        site = state.sites.get(alias)
+        if site is None:
+            known = ", ".join(sorted(state.sites)) or "none"
+            raise ConfigError(
+                f"cluster {alias!r} is not part of the local environment in {self.state_dir} "
+                f"(known: {known}); start it with 'drsvc dev up --clusters {alias}'"
+            )
+        return site.bootstrap_servers
+
+    def status(self) -> EnvironmentStatus:
+        state = self.store.load()
+        rows: list[ProcessStatus] = []
+        if state.consul is not None:
+            agent = state.consul
+            rows.append(
+                ProcessStatus(
+                    site="-",
+                    role="consul",
+                    address=agent.http_addr,
+                    pid=agent.process.pid if agent.process else None,
+                    running=agent.process is not None and is_alive(agent.process),
+                    listening=port_accepts(agent.host, agent.http_port),
+                    log_file=consul_agent.log_file(self.state_dir),
+                )
+            )
+        for alias, site in sorted(state.sites.items()):
+            for node in site.nodes:
+                rows.append(
+                    ProcessStatus(
+                        site=alias,
+                        role=f"kafka-{node.node_id}",
+                        address=f"{site.host}:{node.broker_port}",
+                        pid=node.process.pid if node.process else None,
+                        running=node.process is not None and is_alive(node.process),
+                        listening=port_accepts(site.host, node.broker_port),
+                        log_file=kafka_node.server_log(self.state_dir, site, node),
+                    )
+                )
+        return EnvironmentStatus(state_dir=self.state_dir, processes=rows)
+
+    # ------------------------------------------------------------------ up
+
+    def up(
+        self, aliases: Sequence[str], brokers: int | None = None, progress: Progress = _quiet
+    ) -> EnvironmentInfo:
+        """Start (or keep running) a cluster per alias and the Consul agent; wait until ready."""
+        if brokers is not None and brokers not in (1, 3):
+            raise ConfigError(f"--brokers must be 1 or 3 (got {brokers})")
+        components = self._components()
+        with self.store.locked():
+            state = self.store.load()
+            self._start_consul(state, components, progress)
+            # Start every site first and wait afterwards: the JVMs boot in parallel.
+            starting = [
+                self._start_site(state, alias, brokers, components, progress) for alias in aliases
+            ]
+            for pending in starting:
+                if pending is not None:
+                    self._await_site(state, pending, progress)
+            self._wait_consul_ready(state, progress)
+            self._register_services(state, aliases, progress)
+        return self.info()
+
+    def _components(self) -> Components:
+        if shutil.which(self.settings.java) is None:
+            raise NotInstalledError(
+                f"Java 17 or newer is required to run Kafka, but {self.settings.java!r} is not on "
+                "PATH; install a JDK or point DRSVC_JAVA at a java executable"
+            )
+        return load_components(self.settings.cache_dir)
+
+    def _start_consul(self, state: EnvState, components: Components, progress: Progress) -> None:
+        if state.consul is None:
+            http, server, lan, wan = allocate_ports(LOCAL_HOST, 4)
+            state.consul = ConsulAgentState(
+                host=LOCAL_HOST, http_port=http, server_port=server, serf_lan_port=lan,
+                serf_wan_port=wan,
+            )  # fmt: skip
+            self.store.save(state)
+        agent = state.consul
+        if agent.process is not None and is_alive(agent.process):
+            progress(f"consul: already running at {agent.http_addr}")
+            return
+        for what, port in (
+            ("the Consul HTTP API", agent.http_port),
+            ("Consul server RPC", agent.server_port),
+            ("Consul serf LAN", agent.serf_lan_port),
+            ("Consul serf WAN", agent.serf_wan_port),
+        ):
+            ensure_free(agent.host, port, what)
+        consul_agent.prepare(self.state_dir, agent)
+        progress(f"consul: starting agent {components.consul.version} at {agent.http_addr}")
+        agent.process = consul_agent.start(self.state_dir, agent, components.consul)
+        self.store.save(state)
+
+    def _wait_consul_ready(self, state: EnvState, progress: Progress) -> None:
+        agent = state.consul
+        assert agent is not None and agent.process is not None
+        client = ConsulClient(agent.http_addr, timeout_s=2.0)
+        log = consul_agent.log_file(self.state_dir)
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while True:
+            if not is_alive(agent.process):
+                raise ProcessStartError("the Consul agent", "the process exited", log)
+            try:
+                if client.leader():
+                    progress(f"consul: ready at {agent.http_addr}")
+                    return
+            except CoordinatorUnavailableError:
+                pass
+            if time.monotonic() > deadline:
+                raise ProcessStartError(
+                    "the Consul agent",
+                    f"no Raft leader after {self.settings.start_timeout_s:.0f}s",
+                    log,
+                )
+            time.sleep(0.3)
+
+    def _start_site(
+        self,
+        state: EnvState,
+        alias: str,
+        brokers: int | None,
+        components: Components,
+        progress: Progress,
+    ) -> _StartingSite | None:
+        """Start the nodes of ``alias`` that are not running; None when all already run."""
+        site = state.sites.get(alias)
+        if site is None:
+            count = brokers or 1
+            ports = allocate_ports(LOCAL_HOST, 2 * count)
+            nodes = [
+                BrokerNode(
+                    node_id=i + 1, broker_port=ports[2 * i], controller_port=ports[2 * i + 1]
+                )
+                for i in range(count)
+            ]
+            site = KafkaSite(alias=alias, host=LOCAL_HOST, cluster_id=new_cluster_id(), nodes=nodes)
+            state.sites[alias] = site
+            self.store.save(state)
+        elif brokers is not None and brokers != len(site.nodes):
+            raise ConfigError(
+                f"cluster {alias!r} already exists with {len(site.nodes)} broker(s), "
+                f"not {brokers}; "
+                "run 'drsvc dev down --purge' to start over with a different size"
+            )
+        to_start = [n for n in site.nodes if n.process is None or not is_alive(n.process)]
+        if not to_start:
+            progress(f"kafka {alias}: already running at {site.bootstrap_servers}")
+            return None
+        for node in to_start:
+            ensure_free(site.host, node.broker_port, f"Kafka {alias} node {node.node_id}")
+            ensure_free(site.host, node.controller_port, f"Kafka {alias} controller {node.node_id}")
+        progress(
+            f"kafka {alias}: starting {len(to_start)} node(s), Kafka {components.kafka.version}"
+        )
+        # A restarted node appends to its old log: readiness counts only what is written after.
+        log_offsets = {
+            n.node_id: _file_size(kafka_node.server_log(self.state_dir, site, n))
+            for n in site.nodes
+        }
+        pending = _StartingSite(site=site, nodes=to_start, log_offsets=log_offsets)
+        try:
+            for node in to_start:
+                kafka_node.prepare(self.state_dir, site, node, self.settings.java, components.kafka)
+                node.process = kafka_node.start(
+                    self.state_dir, site, node, self.settings.java, components.kafka,
+                    self.settings.kafka_heap,
+                )  # fmt: skip
+                self.store.save(state)
+        except BaseException:
+            self._abandon(state, pending)
+            raise
+        return pending
+
+    def _await_site(self, state: EnvState, pending: _StartingSite, progress: Progress) -> None:
+        try:
+            self._wait_site_ready(pending.site, pending.log_offsets, progress)
+        except BaseException:
+            self._abandon(state, pending)
+            raise
+
+    def _abandon(self, state: EnvState, pending: _StartingSite) -> None:
+        """Leave nothing half-started: a site is either ready or its new nodes are stopped."""
+        stop_all([n.process for n in pending.nodes if n.process is not None], grace_s=10.0)
+        for node in pending.nodes:
+            node.process = None
+        self.store.save(state)
+
+    def _wait_site_ready(
+        self, site: KafkaSite, log_offsets: dict[int, int], progress: Progress
+    ) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        for node in site.nodes:
+            log = kafka_node.server_log(self.state_dir, site, node)
+            while True:
+                assert node.process is not None
+                if not is_alive(node.process):
+                    reason = kafka_node.last_error_line(log) or "the process exited"
+                    raise ProcessStartError(f"Kafka {site.alias} node {node.node_id}", reason, log)
+                if _log_contains(log, kafka_node.READY_MARKER, log_offsets.get(node.node_id, 0)):
+                    break
+                if time.monotonic() > deadline:
+                    raise ProcessStartError(
+                        f"Kafka {site.alias} node {node.node_id}",
+                        f"not ready after {self.settings.start_timeout_s:.0f}s",
+                        log,
+                    )
+                time.sleep(0.2)
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            wait_for_brokers(site.bootstrap_servers, len(site.nodes), timeout_s=remaining)
+        except KafkaUnavailableError as err:
+            log = kafka_node.server_log(self.state_dir, site, site.nodes[0])
+            raise ProcessStartError(f"Kafka {site.alias}", str(err), log) from err
+        progress(f"kafka {site.alias}: ready at {site.bootstrap_servers}")
+
+    def _register_services(
+        self, state: EnvState, aliases: Sequence[str], progress: Progress
+    ) -> None:
+        agent = state.consul
+        assert agent is not None
+        client = ConsulClient(agent.http_addr)
+        for alias in aliases:
+            site = state.sites[alias]
+            client.register_tcp_service(
+                f"kafka-{alias}",
+                address=site.host,
+                ports=[n.broker_port for n in site.nodes],
+                tags=["drsvc", f"site-{alias}"],
+                meta={"bootstrap_servers": site.bootstrap_servers, "site": alias},
+            )
+        deadline = time.monotonic() + 30.0
+        pending = [f"kafka-{a}" for a in aliases]
+        while pending:
+            pending = [name for name in pending if not client.service_passing(name)]
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise LocalEnvError(
+                    f"Consul health checks of {', '.join(pending)} are not passing after 30s"
+                )
+            time.sleep(0.5)
+        progress(f"consul: services {', '.join(f'kafka-{a}' for a in aliases)} healthy")
+
+    # ------------------------------------------------------------------ down
+
+    def down(self, purge: bool = False, progress: Progress = _quiet) -> int:
+        """Stop every process the state lists; with ``purge`` also delete the state directory.
+
+        Returns how many processes were stopped.
+        """
+        with self.store.locked():
+            state = self.store.load()
+            handles = [
+                node.process
+                for site in state.sites.values()
+                for node in site.nodes
+                if node.process is not None
+            ]
+            stopped = [h for h in handles if is_alive(h)]
+            if stopped:
+                progress(f"kafka: stopping {len(stopped)} broker process(es)")
+            try:
+                killed = stop_all(handles, grace_s=20.0)
+            except OSError as err:
+                raise LocalEnvError(f"could not stop every broker: {err}") from err
+            if killed:
+                progress(f"kafka: {len(killed)} broker(s) did not stop in time and were killed")
+            for site in state.sites.values():
+                for node in site.nodes:
+                    node.process = None
+            self.store.save(state)
+            if state.consul is not None and state.consul.process is not None:
+                if is_alive(state.consul.process):
+                    progress("consul: stopping agent")
+                    stopped.append(state.consul.process)
+                try:
+                    stop_all([state.consul.process], grace_s=10.0)
+                except OSError as err:
+                    raise LocalEnvError(f"could not stop the Consul agent: {err}") from err
+                state.consul.process = None
+                self.store.save(state)
+        if purge:
+            shutil.rmtree(self.state_dir, ignore_errors=False)
+            progress(f"removed {self.state_dir}")
+        return len(stopped)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_contains(path: Path, marker: str, offset: int) -> bool:
+    """True when ``marker`` appears in ``path`` after byte ``offset`` (a rolled log restarts)."""
+    try:
+        with path.open("rb") as fh:
+            if fh.seek(0, 2) >= offset:
+                fh.seek(offset)
+            else:
+                fh.seek(0)
+            return marker.encode() in fh.read()
+    except OSError:
+        return False

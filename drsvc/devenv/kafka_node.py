@@ -1,0 +1,158 @@
+"""One local KRaft Kafka node: its configuration, storage format and process.
+
+Each node runs broker and controller in one JVM; a cluster of three nodes has a three-voter
+controller quorum. The settings below are tuned so that several clusters share a 2-core machine:
+small heap, serial GC, one or two network/IO threads, internal topics with few partitions and no
+initial rebalance delay.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from drsvc.devenv.components import KafkaInstall
+from drsvc.devenv.processes import ProcessHandle, spawn
+from drsvc.devenv.state import BrokerNode, KafkaSite
+from drsvc.errors import ProcessStartError
+
+LOG4J2_TEMPLATE = """\
+Configuration:
+  status: warn
+  Appenders:
+    RollingFile:
+      name: server
+      fileName: "{log_dir}/server.log"
+      filePattern: "{log_dir}/server.log.%i"
+      PatternLayout: {{pattern: "[%d] %p %m (%c)%n"}}
+      Policies: {{SizeBasedTriggeringPolicy: {{size: 20MB}}}}
+      DefaultRolloverStrategy: {{max: 3}}
+  Loggers:
+    Root: {{level: INFO, AppenderRef: [{{ref: server}}]}}
+    Logger:
+      - {{name: kafka.request.logger, level: WARN}}
+      - {{name: org.apache.kafka.controller, level: INFO}}
+      - {{name: state.change.logger, level: WARN}}
+"""
+
+READY_MARKER = "Kafka Server started"
+
+
+def node_dir(state_dir: Path, site: KafkaSite, node: BrokerNode) -> Path:
+    return state_dir / "sites" / site.alias / f"kafka-{node.node_id}"
+
+
+def server_properties(site: KafkaSite, node: BrokerNode, data_dir: Path) -> str:
+    """Render server.properties for ``node`` of ``site``."""
+    host = site.host
+    voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in site.nodes)
+    replicas = min(3, len(site.nodes))
+    min_isr = 2 if replicas >= 3 else 1
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{host}:{node.broker_port},CONTROLLER://{host}:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{node.broker_port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "num.recovery.threads.per.data.dir": "1",
+        "background.threads": "2",
+        "num.partitions": "1",
+        "default.replication.factor": str(replicas),
+        "min.insync.replicas": str(min_isr),
+        "offsets.topic.replication.factor": str(replicas),
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(min_isr),
+        "transaction.state.log.num.partitions": "4",
+        "share.coordinator.state.topic.replication.factor": str(replicas),
+        "share.coordinator.state.topic.min.isr": str(min_isr),
+        "share.coordinator.state.topic.num.partitions": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "false",
+        "log.retention.hours": "168",
+        "log.segment.bytes": str(64 * 1024 * 1024),
+        "log.cleaner.threads": "1",
+        "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+    }
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def java_command(
+    java: str, kafka: KafkaInstall, heap: str, log4j_file: Path, main_class: str, *args: str
+) -> list[str]:
+    return [
+        java,
+        f"-Xmx{heap}",
+        "-Xms64m",
+        "-XX:+UseSerialGC",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j_file}",
+        "-cp",
+        kafka.classpath,
+        main_class,
+        *args,
+    ]
+
+
+def prepare(
+    state_dir: Path, site: KafkaSite, node: BrokerNode, java: str, kafka: KafkaInstall
+) -> Path:
+    """Write the node's config and format its storage once; return the properties file."""
+    base = node_dir(state_dir, site, node)
+    data_dir = base / "data"
+    log_dir = base / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    props_file = base / "server.properties"
+    props_file.write_text(server_properties(site, node, data_dir))
+    log4j_file = base / "log4j2.yaml"
+    log4j_file.write_text(LOG4J2_TEMPLATE.format(log_dir=log_dir))
+    if not (data_dir / "meta.properties").exists():
+        cmd = java_command(
+            java, kafka, "256m", log4j_file, "kafka.tools.StorageTool",
+            "format", "-t", site.cluster_id, "-c", str(props_file),
+        )  # fmt: skip
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        if result.returncode != 0:
+            format_log = log_dir / "format.log"
+            format_log.write_text(result.stdout + result.stderr)
+            raise ProcessStartError(
+                f"Kafka storage format for {site.alias} node {node.node_id}",
+                f"exit code {result.returncode}",
+                format_log,
+            )
+    return props_file
+
+
+def start(
+    state_dir: Path, site: KafkaSite, node: BrokerNode, java: str, kafka: KafkaInstall, heap: str
+) -> ProcessHandle:
+    """Start the node's JVM (config must be prepared); returns without waiting for readiness."""
+    base = node_dir(state_dir, site, node)
+    cmd = java_command(
+        java, kafka, heap, base / "log4j2.yaml", "kafka.Kafka", str(base / "server.properties")
+    )
+    handle, _ = spawn(cmd, log_file=base / "logs" / "stdout.log", cwd=base)
+    return handle
+
+
+def server_log(state_dir: Path, site: KafkaSite, node: BrokerNode) -> Path:
+    return node_dir(state_dir, site, node) / "logs" / "server.log"
+
+
+def last_error_line(log_file: Path) -> str | None:
+    """The last ERROR/FATAL line of a log file, to quote in a start failure."""
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[-400:]):
+        if " ERROR " in line or " FATAL " in line or "Exception" in line:
+            return line.strip()[:300]
+    return None

@@ -1,0 +1,82 @@
+"""Smoke check of the local environment: a record through every cluster, a Consul KV round trip.
+
+It proves the environment is usable end to end, not just that processes run.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.errors import KafkaUnavailableError, LocalEnvError
+
+SMOKE_TOPIC = "drsvc-smoke"
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    cluster: str
+    round_trip_ms: float
+
+
+def kafka_round_trip(alias: str, bootstrap_servers: str, timeout_s: float = 30.0) -> SmokeResult:
+    """Produce one uniquely-keyed record to ``drsvc-smoke`` and read it back."""
+    create_topic(admin_client(bootstrap_servers), SMOKE_TOPIC, partitions=1)
+    token = uuid.uuid4().hex
+    started = time.monotonic()
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all"})
+    delivered: list[tuple[int, int]] = []
+    errors: list[str] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        if err is not None:
+            errors.append(err.str())
+        else:
+            delivered.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+    producer.produce(SMOKE_TOPIC, key=token.encode(), value=b"smoke", on_delivery=on_delivery)
+    producer.flush(timeout_s)
+    if errors or not delivered:
+        raise KafkaUnavailableError(f"{alias}: smoke record not delivered: {errors or 'timeout'}")
+    partition, offset = delivered[0]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"drsvc-smoke-{token}",
+            "enable.auto.commit": "false",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(SMOKE_TOPIC, partition, offset)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            if msg.key() == token.encode():
+                return SmokeResult(alias, (time.monotonic() - started) * 1000)
+    finally:
+        consumer.close()
+    raise KafkaUnavailableError(f"{alias}: smoke record not read back within {timeout_s:.0f}s")
+
+
+def consul_round_trip(http_addr: str) -> None:
+    client = ConsulClient(http_addr)
+    token = uuid.uuid4().hex
+    client.kv_put("drsvc/smoke", token)
+    if client.kv_get("drsvc/smoke") != token:
+        raise LocalEnvError(f"Consul at {http_addr} did not return the value just written")
+
+
+def run_smoke(info: EnvironmentInfo) -> list[SmokeResult]:
+    if not info.clusters or info.consul_http_addr is None:
+        raise LocalEnvError("the local environment is not running; start it with 'drsvc dev up'")
+    consul_round_trip(info.consul_http_addr)
+    return [kafka_round_trip(alias, bs) for alias, bs in sorted(info.clusters.items())]

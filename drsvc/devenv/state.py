@@ -1,0 +1,119 @@
+"""The persistent state of the local environment: sites, their brokers, ports and processes.
+
+Everything a site owns (its brokers, their ports and data) is grouped under that site, and each site
+records the host address its processes listen on. Today every site listens on 127.0.0.1; a chaos
+scenario can later move a site into a network namespace of its own by giving it another address,
+and then cut or slow the links between sites.
+
+The state file is rewritten atomically (temp file + rename) after every change, so an interrupted
+command never leaves it half-written. A lock file serialises concurrent ``drsvc dev`` commands.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from drsvc.devenv.processes import ProcessHandle
+from drsvc.errors import LocalEnvError
+
+STATE_FORMAT = 1
+STATE_FILE = "state.json"
+LOCK_FILE = "state.lock"
+
+
+class BrokerNode(BaseModel):
+    """One KRaft node (broker and controller in one JVM)."""
+
+    model_config = ConfigDict(extra="forbid")
+    node_id: int
+    broker_port: int
+    controller_port: int
+    process: ProcessHandle | None = None
+
+
+class KafkaSite(BaseModel):
+    """One cluster alias = one site: its Kafka cluster and where it listens."""
+
+    model_config = ConfigDict(extra="forbid")
+    alias: str
+    host: str = "127.0.0.1"
+    cluster_id: str
+    nodes: list[BrokerNode]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{n.broker_port}" for n in self.nodes)
+
+
+class ConsulAgentState(BaseModel):
+    """The Consul server agent (one for the whole local environment)."""
+
+    model_config = ConfigDict(extra="forbid")
+    host: str = "127.0.0.1"
+    http_port: int
+    server_port: int
+    serf_lan_port: int
+    serf_wan_port: int
+    process: ProcessHandle | None = None
+
+    @property
+    def http_addr(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+
+class EnvState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    format: int = STATE_FORMAT
+    sites: dict[str, KafkaSite] = Field(default_factory=dict)
+    consul: ConsulAgentState | None = None
+
+
+class StateStore:
+    """Reads and atomically writes ``state.json`` in the state directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.path = state_dir / STATE_FILE
+
+    def load(self) -> EnvState:
+        try:
+            raw = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return EnvState()
+        except (OSError, json.JSONDecodeError) as err:
+            raise LocalEnvError(f"cannot read the environment state {self.path}: {err}") from err
+        try:
+            state = EnvState.model_validate(raw)
+        except ValidationError as err:
+            raise LocalEnvError(
+                f"{self.path} was written by an incompatible drsvc; stop what it lists by hand "
+                "or remove the state directory"
+            ) from err
+        if state.format != STATE_FORMAT:
+            raise LocalEnvError(
+                f"{self.path} has state format {state.format}, expected {STATE_FORMAT}"
+            )
+        return state
+
+    def save(self, state: EnvState) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(state.model_dump_json(indent=2))
+        tmp.replace(self.path)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold an exclusive lock on the state directory for the duration of a command."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with (self.state_dir / LOCK_FILE).open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,0 +1,107 @@
+"""The one error hierarchy of drsvc.
+
+Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exceptions
+(librdkafka, Consul's HTTP API, subprocesses) are translated at the adapter edge and raised
+``from`` the original, so callers never have to know which library sat underneath::
+
+    DrsvcError                      message for a human; .retryable says whether to try again
+    ├── PermanentError              retrying the same call cannot succeed
+    │   ├── ConfigError             a setting or argument is wrong
+    │   │   └── TopologyError       a topology file is wrong (names the file and the field)
+    │   ├── NotInstalledError       a component the project installs is missing
+    │   └── LocalEnvError           the embedded local environment cannot do what was asked
+    │       ├── PortInUseError      a port the environment needs is taken
+    │       └── ProcessStartError   a process died or never became ready (points at its log)
+    └── TemporaryError              the same call may succeed later (.delay hints when)
+        ├── KafkaUnavailableError   brokers unreachable or timed out
+        └── CoordinatorUnavailableError
+                                    Consul unreachable or timed out
+
+``failover/`` has its own pure errors (see ``failover.errors``); the service wraps them where it
+turns a decision into an effect.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class DrsvcError(Exception):
+    """Base of every error drsvc raises on purpose."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class PermanentError(DrsvcError):
+    """Retrying the same operation cannot succeed without a change by someone."""
+
+    retryable = False
+
+
+class TemporaryError(DrsvcError):
+    """The same operation may succeed later; ``delay`` is a hint in seconds."""
+
+    retryable = True
+
+    def __init__(self, message: str, delay: float = 1.0) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class ConfigError(PermanentError):
+    """A setting, an argument or a file given to drsvc is wrong."""
+
+
+class TopologyError(ConfigError):
+    """A topology file is malformed; the message names the file and the field."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid topology {source}:\n{lines}")
+
+
+class NotInstalledError(PermanentError):
+    """A component that the project's install step provides is missing."""
+
+
+class LocalEnvError(PermanentError):
+    """The embedded local environment (``drsvc dev``) cannot do what was asked."""
+
+
+class PortInUseError(LocalEnvError):
+    """A port that the local environment needs is taken by another process."""
+
+    def __init__(self, what: str, port: int) -> None:
+        self.what = what
+        self.port = port
+        super().__init__(
+            f"port {port} for {what} is already in use by another process; stop that process, "
+            "or run 'drsvc dev down' and remove the state directory to pick new ports"
+        )
+
+
+class ProcessStartError(LocalEnvError):
+    """A managed process exited early or never became ready."""
+
+    def __init__(self, what: str, reason: str, log_file: Path | None) -> None:
+        self.what = what
+        self.log_file = log_file
+        where = f"; see its log: {log_file}" if log_file is not None else ""
+        super().__init__(f"{what} failed to start: {reason}{where}")
+
+
+class KafkaUnavailableError(TemporaryError):
+    """Kafka brokers could not be reached or did not answer in time."""
+
+
+class CoordinatorUnavailableError(TemporaryError):
+    """The coordination store (Consul) could not be reached or did not answer in time."""
