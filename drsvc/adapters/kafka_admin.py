@@ -10,9 +10,9 @@ import time
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
-    NewTopic,  # type: ignore[attr-defined]
+    NewTopic,
 )
 
 from drsvc.errors import ConfigError, KafkaUnavailableError
