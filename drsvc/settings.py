@@ -37,6 +37,7 @@ class Settings(BaseModel):
     )
     kafka_heap: str = Field(
         default="384m",
+        pattern=r"^[0-9]+[kmgKMG]$",
         description="Maximum JVM heap of each local broker (DRSVC_KAFKA_HEAP); several clusters "
         "share one small machine.",
     )

@@ -336,8 +336,10 @@ class LocalEnvironment:
             while True:
                 assert node.process is not None
                 if not is_alive(node.process):
-                    reason = kafka_node.last_error_line(log) or "the process exited"
-                    raise ProcessStartError(f"Kafka {site.alias} node {node.node_id}", reason, log)
+                    reason, where = kafka_node.failure_reason(self.state_dir, site, node)
+                    raise ProcessStartError(
+                        f"Kafka {site.alias} node {node.node_id}", reason, where
+                    )
                 if _log_contains(log, kafka_node.READY_MARKER, log_offsets.get(node.node_id, 0)):
                     break
                 if time.monotonic() > deadline:

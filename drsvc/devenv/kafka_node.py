@@ -8,6 +8,7 @@ initial rebalance delay.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -146,13 +147,33 @@ def server_log(state_dir: Path, site: KafkaSite, node: BrokerNode) -> Path:
     return node_dir(state_dir, site, node) / "logs" / "server.log"
 
 
-def last_error_line(log_file: Path) -> str | None:
-    """The last ERROR/FATAL line of a log file, to quote in a start failure."""
+def failure_reason(state_dir: Path, site: KafkaSite, node: BrokerNode) -> tuple[str, Path]:
+    """Why a node died, and the log that says so: the broker log, else the JVM's own output
+    (a JVM that cannot start, e.g. for a bad heap size, never reaches the broker log)."""
+    logs = node_dir(state_dir, site, node) / "logs"
+    # The broker log's newest error is the cause; the JVM prints its cause first, then a summary.
+    for log, newest in ((logs / "server.log", True), (logs / "stdout.log", False)):
+        line = last_error_line(log, newest=newest)
+        if line is not None:
+            return line, log
+    return "the process exited without logging an error", logs / "stdout.log"
+
+
+ERROR_WORDS = re.compile(r"\b(ERROR|FATAL|Error|Exception|Invalid)\b")
+
+
+def last_error_line(log_file: Path, newest: bool = True) -> str | None:
+    """The newest (or, for JVM output, the first) error of a log file's tail, to quote in a start
+    failure. The JVM states a start failure on two lines, so the first is joined with the next."""
     try:
-        lines = log_file.read_text(errors="replace").splitlines()
+        lines = log_file.read_text(errors="replace").splitlines()[-400:]
     except OSError:
         return None
-    for line in reversed(lines[-400:]):
-        if " ERROR " in line or " FATAL " in line or "Exception" in line:
-            return line.strip()[:300]
+    order = range(len(lines) - 1, -1, -1) if newest else range(len(lines))
+    for i in order:
+        if ERROR_WORDS.search(lines[i]):
+            text = lines[i].strip()
+            if not newest and i + 1 < len(lines):
+                text = f"{text}: {lines[i + 1].strip()}"
+            return text[:300]
     return None

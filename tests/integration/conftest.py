@@ -1,0 +1,43 @@
+"""Session-scoped real environments shared by the integration tests.
+
+One local environment (real KRaft brokers and a real Consul server agent) is started per test
+session in a temporary state directory and stopped at the end. Fixtures that need more clusters add
+them to the same environment, so the pair ``east``/``west`` is reused by the aggregation trio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.settings import Settings
+
+PAIR = ("east", "west")
+AGGREGATION_SOURCES = ("east", "west", "south")
+AGGREGATE = "agg"
+
+
+@pytest.fixture(scope="session")
+def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEnvironment]:
+    """The session's local environment (started lazily by the fixtures below)."""
+    state_dir: Path = tmp_path_factory.mktemp("drsvc-state")
+    env = LocalEnvironment(Settings.from_env(state_dir=state_dir))
+    try:
+        yield env
+    finally:
+        env.down()
+
+
+@pytest.fixture(scope="session")
+def cluster_pair(local_env: LocalEnvironment) -> EnvironmentInfo:
+    """Clusters ``east`` and ``west`` plus Consul, running."""
+    return local_env.up(list(PAIR))
+
+
+@pytest.fixture(scope="session")
+def aggregation_trio(local_env: LocalEnvironment, cluster_pair: EnvironmentInfo) -> EnvironmentInfo:
+    """Three source clusters (``east``, ``west``, ``south``) and the aggregate ``agg``."""
+    return local_env.up([*AGGREGATION_SOURCES, AGGREGATE])

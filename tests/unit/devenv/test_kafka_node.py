@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drsvc.devenv.kafka_node import last_error_line, server_properties
+from drsvc.devenv.state import BrokerNode, KafkaSite
+
+
+def site_of(count: int) -> KafkaSite:
+    nodes = [
+        BrokerNode(node_id=i + 1, broker_port=9000 + i, controller_port=9100 + i)
+        for i in range(count)
+    ]
+    return KafkaSite(alias="east", cluster_id="cid", nodes=nodes)
+
+
+def parse(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+@pytest.mark.parametrize(("count", "replicas", "min_isr"), [(1, "1", "1"), (3, "3", "2")])
+def test_replication_settings_follow_the_cluster_size(
+    count: int, replicas: str, min_isr: str
+) -> None:
+    site = site_of(count)
+    props = parse(server_properties(site, site.nodes[0], Path("/data")))
+    assert props["default.replication.factor"] == replicas
+    assert props["offsets.topic.replication.factor"] == replicas
+    assert props["transaction.state.log.replication.factor"] == replicas
+    assert props["min.insync.replicas"] == min_isr
+    assert props["transaction.state.log.min.isr"] == min_isr
+
+
+def test_every_node_knows_every_controller_voter() -> None:
+    site = site_of(3)
+    for node in site.nodes:
+        props = parse(server_properties(site, node, Path("/data")))
+        assert props["node.id"] == str(node.node_id)
+        assert props["controller.quorum.voters"] == (
+            "1@127.0.0.1:9100,2@127.0.0.1:9101,3@127.0.0.1:9102"
+        )
+        assert props["advertised.listeners"] == f"PLAINTEXT://127.0.0.1:{node.broker_port}"
+
+
+def test_brokers_are_tuned_for_a_small_machine() -> None:
+    site = site_of(1)
+    props = parse(server_properties(site, site.nodes[0], Path("/data")))
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+    assert int(props["num.io.threads"]) <= 2
+    assert int(props["offsets.topic.num.partitions"]) <= 4
+    assert props["auto.create.topics.enable"] == "false"
+
+
+def test_last_error_line_quotes_the_latest_error(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[t] INFO fine\n[t] ERROR first problem\n[t] INFO more\n[t] ERROR second problem\n"
+    )
+    assert last_error_line(log) == "[t] ERROR second problem"
+    assert last_error_line(tmp_path / "missing.log") is None
