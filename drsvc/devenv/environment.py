@@ -213,9 +213,12 @@ class LocalEnvironment:
         if state.consul is None:
             http, server, lan, wan = allocate_ports(LOCAL_HOST, 4)
             state.consul = ConsulAgentState(
-                host=LOCAL_HOST, http_port=http, server_port=server, serf_lan_port=lan,
+                host=LOCAL_HOST,
+                http_port=http,
+                server_port=server,
+                serf_lan_port=lan,
                 serf_wan_port=wan,
-            )  # fmt: skip
+            )
             self.store.save(state)
         agent = state.consul
         if agent.process is not None and is_alive(agent.process):
@@ -304,9 +307,13 @@ class LocalEnvironment:
             for node in to_start:
                 kafka_node.prepare(self.state_dir, site, node, self.settings.java, components.kafka)
                 node.process = kafka_node.start(
-                    self.state_dir, site, node, self.settings.java, components.kafka,
+                    self.state_dir,
+                    site,
+                    node,
+                    self.settings.java,
+                    components.kafka,
                     self.settings.kafka_heap,
-                )  # fmt: skip
+                )
                 self.store.save(state)
         except BaseException:
             self._abandon(state, pending)

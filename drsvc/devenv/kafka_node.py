@@ -116,9 +116,17 @@ def prepare(
     log4j_file.write_text(LOG4J2_TEMPLATE.format(log_dir=log_dir))
     if not (data_dir / "meta.properties").exists():
         cmd = java_command(
-            java, kafka, "256m", log4j_file, "kafka.tools.StorageTool",
-            "format", "-t", site.cluster_id, "-c", str(props_file),
-        )  # fmt: skip
+            java,
+            kafka,
+            "256m",
+            log4j_file,
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            site.cluster_id,
+            "-c",
+            str(props_file),
+        )
         result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
         if result.returncode != 0:
             format_log = log_dir / "format.log"

@@ -66,10 +66,21 @@ def test_the_cli_prints_exactly_one_json_object(
     local_env: LocalEnvironment, cluster_pair: EnvironmentInfo
 ) -> None:
     out = subprocess.run(
-        [*DRSVC, "dev", "up", "--clusters", "east,west", "--json", "--state-dir",
-         str(local_env.state_dir)],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        [
+            *DRSVC,
+            "dev",
+            "up",
+            "--clusters",
+            "east,west",
+            "--json",
+            "--state-dir",
+            str(local_env.state_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     document = json.loads(out.stdout)
     assert document["clusters"]["east"] == {"bootstrap_servers": cluster_pair.clusters["east"]}
     assert document["clusters"]["west"] == {"bootstrap_servers": cluster_pair.clusters["west"]}
@@ -77,8 +88,11 @@ def test_the_cli_prints_exactly_one_json_object(
 
     status = subprocess.run(
         [*DRSVC, "dev", "status", "--json", "--state-dir", str(local_env.state_dir)],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     report = json.loads(status.stdout)
     assert report["all_running"] is True
     assert {p["site"] for p in report["processes"]} >= {"-", "east", "west"}

@@ -1,0 +1,50 @@
+"""Pieces shared by commands: loading a topology and resolving its clusters' addresses."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from drsvc.devenv.environment import LocalEnvironment
+from drsvc.settings import Settings
+from drsvc.topology.loader import load_topology
+from drsvc.topology.models import Topology
+
+StateDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        help="State directory of the local environment (default .drsvc, or DRSVC_STATE_DIR).",
+        show_default=False,
+    ),
+]
+
+TopologyOption = Annotated[
+    Path, typer.Option("--topology", "-t", help="Topology file (YAML).", show_default=False)
+]
+
+
+def load_with_bootstraps(path: Path, state_dir: Path | None) -> tuple[Topology, dict[str, str]]:
+    """Load a topology and the bootstrap servers of every cluster: the file's own, or, where it
+    omits them, those of the running ``drsvc dev`` environment."""
+    topology = load_topology(path)
+    bootstrap: dict[str, str] = {}
+    env: LocalEnvironment | None = None
+    for alias, cluster in topology.clusters.items():
+        if cluster.bootstrap_servers is not None:
+            bootstrap[alias] = cluster.bootstrap_servers
+            continue
+        if env is None:
+            env = LocalEnvironment(Settings.from_env(state_dir=state_dir))
+        bootstrap[alias] = env.bootstrap_servers(alias)
+    return topology, bootstrap
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )

@@ -1,0 +1,1 @@
+"""Runtime roles: replication workers (and, later, heartbeats, checkpoints and the controller)."""

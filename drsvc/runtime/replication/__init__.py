@@ -1,0 +1,1 @@
+"""The replication data plane: one worker per flow copies topics from source to target."""

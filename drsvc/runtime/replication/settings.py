@@ -1,0 +1,80 @@
+"""Everything one replication worker needs to know, resolved from a topology and the environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from drsvc.topology.models import Flow, Topology
+from failover.replication_policy import ReplicationPolicy
+from failover.topic_rules import InternalTopicNames, NameFilter
+
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Resolved settings of one flow's worker. Defaults suit the embedded local environment."""
+
+    flow_id: str
+    source_alias: str
+    target_alias: str
+    policy: ReplicationPolicy
+    topics: NameFilter
+    names: InternalTopicNames
+    allow_multi_hop: bool
+    source_client: Mapping[str, str]
+    target_client: Mapping[str, str]
+    group_id: str
+    sync_topic: str
+    start_kind: str = "earliest"
+    start_timestamp_ms: int | None = None
+    #: records per consume() call
+    batch_size: int = 10_000
+    poll_timeout_s: float = 0.1
+    #: how often source topics are re-discovered (new topics and partitions)
+    refresh_interval_s: float = 5.0
+    #: how often finished runs become offset syncs
+    seal_interval_s: float = 0.2
+    #: how often source progress is committed
+    commit_interval_s: float = 1.0
+    linger_ms: int = 5
+    compression: str = "lz4"
+    producer_queue_messages: int = 200_000
+    producer_queue_kbytes: int = 64 * 1024
+    fetch_queue_kbytes: int = 32 * 1024
+    #: how long a record may wait for the target before its delivery fails (and is retried)
+    message_timeout_ms: int = 120_000
+    settle_timeout_s: float = 30.0
+    max_retry_backoff_s: float = 30.0
+    sync_retention_ms: int = 7 * 24 * 3600 * 1000
+
+
+def worker_settings(
+    topology: Topology,
+    flow: Flow,
+    bootstrap: Mapping[str, str],
+    **overrides: object,
+) -> WorkerSettings:
+    """Settings for ``flow`` of ``topology``; ``bootstrap`` maps aliases to bootstrap servers
+    resolved for clusters whose file omits them."""
+    source = topology.cluster(flow.source)
+    target = topology.cluster(flow.target)
+    names = topology.internal_topics.to_names()
+    values: dict[str, object] = {
+        "flow_id": flow.id,
+        "source_alias": flow.source,
+        "target_alias": flow.target,
+        "policy": topology.policy_for(flow),
+        "topics": flow.topics.to_filter(),
+        "names": names,
+        "allow_multi_hop": flow.multi_hop,
+        "source_client": source.client_config(bootstrap.get(flow.source)),
+        "target_client": target.client_config(bootstrap.get(flow.target)),
+        "group_id": f"drsvc-replicator.{flow.source}-{flow.target}",
+        "sync_topic": names.offset_syncs_topic(flow.source),
+        "start_kind": flow.start.kind,
+        "start_timestamp_ms": flow.start.timestamp_ms,
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return WorkerSettings(**values)  # type: ignore[arg-type]

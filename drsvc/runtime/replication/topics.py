@@ -1,0 +1,195 @@
+"""Topic discovery for one flow, and the remote topics it writes to.
+
+Discovery lists the source's topics through the Admin API and decides with the pure rules of
+:mod:`failover.topic_rules` (include/exclude patterns, internal topics, loop rule). For every topic
+that passes, the remote topic on the target is created with the source's partition count and the
+filtered configs of :mod:`failover.topic_configs`, grown when the source grows, and its configs are
+re-synced periodically.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import AdminClient
+
+from drsvc.adapters.kafka_admin import (
+    TopicInfo,
+    create_topic,
+    describe_topic_configs,
+    describe_topics,
+    grow_partitions,
+    list_topic_names,
+    set_topic_configs,
+)
+from drsvc.errors import KafkaUnavailableError
+from failover.replication_policy import ReplicationPolicy
+from failover.topic_configs import config_drift, remote_topic_configs
+from failover.topic_rules import InternalTopicNames, NameFilter, topic_verdict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MirroredTopic:
+    """A source topic the flow copies, and where its copies go."""
+
+    source: TopicInfo
+    remote_name: str
+    remote: TopicInfo
+
+
+@dataclass
+class TopicMirror:
+    """Keeps the set of mirrored topics of one flow current."""
+
+    source_alias: str
+    target_alias: str
+    policy: ReplicationPolicy
+    topics: NameFilter
+    names: InternalTopicNames
+    allow_multi_hop: bool
+    source_admin: AdminClient
+    target_admin: AdminClient
+    config_resync_s: float = 60.0
+    mirrored: dict[str, MirroredTopic] = field(default_factory=dict)
+    _desired_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    _last_config_sync: float = 0.0
+    _skipped: dict[str, str] = field(default_factory=dict)
+
+    def refresh(self) -> dict[str, MirroredTopic]:
+        """Discover source topics, create or grow remote topics; return what is mirrored now.
+
+        A topic whose id changed (deleted and recreated on the source) or that disappeared is
+        reported loudly: its copies on the target stay, but old offset syncs no longer apply.
+        """
+        names = sorted(list_topic_names(self.source_admin))
+        wanted: dict[str, str] = {}
+        for name in names:
+            verdict = topic_verdict(
+                name,
+                self.source_alias,
+                self.target_alias,
+                self.policy,
+                topics=self.topics,
+                names=self.names,
+                allow_multi_hop=self.allow_multi_hop,
+            )
+            if verdict.replicate and verdict.target_topic is not None:
+                wanted[name] = verdict.target_topic
+            elif self._skipped.get(name) != verdict.reason:
+                self._skipped[name] = verdict.reason
+                log.debug(
+                    "flow %s->%s skips %s: %s",
+                    self.source_alias,
+                    self.target_alias,
+                    name,
+                    verdict.reason,
+                )
+        sources = describe_topics(self.source_admin, sorted(wanted))
+        for gone in sorted(set(self.mirrored) - set(sources)):
+            log.warning(
+                "source topic %s on %s was deleted; its copy %s on %s is kept",
+                gone,
+                self.source_alias,
+                self.mirrored[gone].remote_name,
+                self.target_alias,
+            )
+            del self.mirrored[gone]
+        resync = time.monotonic() - self._last_config_sync > self.config_resync_s
+        for name, source in sources.items():
+            previous = self.mirrored.get(name)
+            if previous is not None and previous.source.topic_id != source.topic_id:
+                log.error(
+                    "source topic %s on %s was deleted and recreated (new topic id): offset "
+                    "syncs of the old topic no longer apply; copying the new topic from its start",
+                    name,
+                    self.source_alias,
+                )
+            if source.offline_partitions:
+                log.warning(
+                    "source topic %s has offline partitions %s",
+                    name,
+                    list(source.offline_partitions),
+                )
+            self.mirrored[name] = self._ensure_remote(source, wanted[name], previous, resync)
+        if resync:
+            self._last_config_sync = time.monotonic()
+        return dict(self.mirrored)
+
+    def _ensure_remote(
+        self, source: TopicInfo, remote_name: str, previous: MirroredTopic | None, resync: bool
+    ) -> MirroredTopic:
+        if (
+            previous is not None
+            and previous.source == source
+            and previous.remote.partitions >= source.partitions
+            and not resync
+        ):
+            return previous
+        configs = self._desired(source.name, refresh=resync or previous is None)
+        remote = describe_topics(self.target_admin, [remote_name]).get(remote_name)
+        if remote is None:
+            created = create_topic(
+                self.target_admin, remote_name, source.partitions, config=configs
+            )
+            if created:
+                log.info(
+                    "created %s on %s with %d partitions",
+                    remote_name,
+                    self.target_alias,
+                    source.partitions,
+                )
+            remote = self._describe_remote(remote_name)
+        elif resync:
+            actual = describe_topic_configs(self.target_admin, remote_name).effective
+            drift = config_drift(configs, actual)
+            if drift:
+                log.info(
+                    "re-syncing configs of %s on %s: %s",
+                    remote_name,
+                    self.target_alias,
+                    sorted(drift),
+                )
+                set_topic_configs(self.target_admin, remote_name, drift)
+        if remote.partitions < source.partitions:
+            log.info(
+                "growing %s on %s from %d to %d partitions",
+                remote_name,
+                self.target_alias,
+                remote.partitions,
+                source.partitions,
+            )
+            grow_partitions(self.target_admin, remote_name, source.partitions)
+            remote = self._describe_remote(remote_name)
+        if remote.offline_partitions:
+            log.warning(
+                "remote topic %s on %s has offline partitions %s",
+                remote_name,
+                self.target_alias,
+                list(remote.offline_partitions),
+            )
+        return MirroredTopic(source=source, remote_name=remote_name, remote=remote)
+
+    def _describe_remote(self, remote_name: str) -> TopicInfo:
+        # Topic creation is asynchronous on the brokers: wait briefly until metadata has it.
+        deadline = time.monotonic() + 15.0
+        while True:
+            found = describe_topics(self.target_admin, [remote_name]).get(remote_name)
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(f"{remote_name} on {self.target_alias} did not appear")
+            time.sleep(0.2)
+
+    def _desired(self, source_name: str, refresh: bool) -> Mapping[str, str]:
+        if refresh or source_name not in self._desired_configs:
+            configs = describe_topic_configs(self.source_admin, source_name)
+            limit = configs.effective.get("max.message.bytes")
+            self._desired_configs[source_name] = remote_topic_configs(
+                configs.explicit, int(limit) if limit is not None else None
+            )
+        return self._desired_configs[source_name]

@@ -1,0 +1,573 @@
+"""The replication worker of one flow: read the source, write the target, record where it landed.
+
+One worker process runs one flow (``east->west``) in at-least-once mode:
+
+* It subscribes its source consumer (``read_committed``) to the topics :class:`TopicMirror`
+  discovers, re-checking every few seconds, so new topics and partitions are picked up while
+  running. Workers of the same flow share the partitions through the consumer group.
+* Every record is produced to the remote topic on the target with the same key, value, timestamp
+  (CreateTime) and partition, its original headers in order, and a provenance header appended.
+  The producer is idempotent with ``acks=all``; the hot loop consumes and produces in batches and
+  never polls or flushes per record.
+* Delivery reports feed :class:`failover.copy_progress.PartitionProgress` per source partition:
+  finished runs become offset syncs on ``drsvc.offset-syncs.<source>``, and the source group's
+  offset is committed only up to the end of runs whose syncs the target acknowledged.
+* Any failed delivery (including message timeouts during a long target outage) stops that
+  partition, lets in-flight records settle, and rewinds the consumer to the first record that did
+  not make it, with a growing pause between attempts. Nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.errors import KafkaUnavailableError
+from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
+from failover import offset_syncs, provenance
+from failover.copy_progress import FinishedRun, PartitionProgress
+
+log = logging.getLogger(__name__)
+
+SYNC_TOPIC_CONFIGS = {
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "CreateTime",
+}
+
+
+@dataclass
+class _Lane:
+    """One source partition this worker copies."""
+
+    source: TopicPartition
+    remote_topic: str
+    progress: PartitionProgress
+    prefix: bytes
+    in_flight: deque[int] = field(default_factory=deque)
+    committed: int = -1
+    failures_in_a_row: int = 0
+    resume_at: float | None = None
+    resume_from: int = 0
+
+
+@dataclass
+class WorkerStats:
+    """Counters a benchmark or status report reads (monotonic, never reset)."""
+
+    records_read: int = 0
+    records_copied: int = 0
+    bytes_copied: int = 0
+    delivery_failures: int = 0
+    rewinds: int = 0
+    syncs_written: int = 0
+    skipped_loops: int = 0
+
+
+class FlowWorker:
+    """Copies one flow until :meth:`stop` is called (see the module docstring)."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.stats = WorkerStats()
+        self._stop = threading.Event()
+        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self._by_remote: dict[tuple[str, int], _Lane] = {}
+        self._sync_acks: deque[tuple[_Lane, int]] = deque()
+        self._subscribed: list[str] = []
+        self._mirrored: dict[str, MirroredTopic] = {}
+        self._identity_loop_check = (
+            settings.policy.format_remote_topic(settings.source_alias, "x") == "x"
+        )
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._mirror = TopicMirror(
+            source_alias=settings.source_alias,
+            target_alias=settings.target_alias,
+            policy=settings.policy,
+            topics=settings.topics,
+            names=settings.names,
+            allow_multi_hop=settings.allow_multi_hop,
+            source_admin=admin_client(
+                settings.source_client["bootstrap.servers"], settings.source_client
+            ),
+            target_admin=admin_client(
+                settings.target_client["bootstrap.servers"], settings.target_client
+            ),
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, on_cycle: Callable[[FlowWorker], None] | None = None) -> None:
+        """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
+        self._ensure_sync_topic()
+        self._producer = Producer(self._producer_config())
+        self._consumer = Consumer(self._consumer_config())
+        try:
+            self._loop(on_cycle)
+        finally:
+            self._shutdown()
+
+    def _loop(self, on_cycle: Callable[[FlowWorker], None] | None) -> None:
+        consumer, producer = self._consumer, self._producer
+        assert consumer is not None and producer is not None
+        s = self.settings
+        next_refresh = 0.0
+        next_seal = time.monotonic() + s.seal_interval_s
+        next_commit = time.monotonic() + s.commit_interval_s
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_refresh:
+                self._refresh_topics()
+                next_refresh = now + s.refresh_interval_s
+            if not self._subscribed:
+                producer.poll(0.1)
+                continue
+            messages = consumer.consume(s.batch_size, s.poll_timeout_s)
+            if messages:
+                self._copy(messages)
+            producer.poll(0)
+            now = time.monotonic()
+            self._rewind_failed(now)
+            if now >= next_seal:
+                self._seal_runs()
+                next_seal = now + s.seal_interval_s
+            if now >= next_commit:
+                self._commit(asynchronous=True)
+                next_commit = now + s.commit_interval_s
+            if on_cycle is not None:
+                on_cycle(self)
+
+    # ------------------------------------------------------------------ the hot path
+
+    def _copy(self, messages: list[Message]) -> None:
+        producer = self._producer
+        assert producer is not None
+        lanes: dict[Any, _Lane] = self._lanes
+        produce = producer.produce
+        header_key = provenance.PROVENANCE_HEADER
+        target = self.settings.target_alias
+        loop_check = self._identity_loop_check
+        stats = self.stats
+        lane: _Lane | None = None
+        lane_key: Any = None
+        copied = 0
+        size = 0
+        for msg in messages:
+            if msg.error() is not None:
+                self._consume_error(msg)
+                continue
+            key = (msg.topic(), msg.partition())
+            if key != lane_key:
+                lane_key = key
+                lane = lanes.get(key)
+            if lane is None or lane.resume_at is not None or not lane.progress.accepting:
+                continue
+            offset: int = msg.offset()  # type: ignore[assignment]
+            headers: Any = msg.headers()
+            if loop_check and provenance.visited(headers, target):
+                stats.skipped_loops += 1
+                continue
+            headers = [] if headers is None else headers
+            headers.append((header_key, lane.prefix + offset.to_bytes(8, "big", signed=True)))
+            ts_type, ts = msg.timestamp()
+            value = msg.value()
+            record_key = msg.key()
+            while True:
+                try:
+                    produce(
+                        lane.remote_topic,
+                        value,
+                        record_key,
+                        partition=lane.source.partition,
+                        timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
+                        headers=headers,
+                    )
+                    break
+                except BufferError:
+                    # The producer queue is full: serve delivery reports, then try again.
+                    producer.poll(0.05)
+            lane.in_flight.append(offset)
+            epoch = msg.leader_epoch()
+            lane.progress.produced(offset, -1 if epoch is None else epoch)
+            copied += 1
+            size += len(value or b"") + len(record_key or b"")
+        stats.records_read += len(messages)
+        stats.bytes_copied += size
+        stats.records_copied += copied
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        by_remote: dict[Any, _Lane] = self._by_remote
+        lane = by_remote.get((msg.topic(), msg.partition()))
+        if lane is None or not lane.in_flight:
+            log.error(
+                "delivery report for %s-%s without a record in flight", msg.topic(), msg.partition()
+            )
+            return
+        source_offset = lane.in_flight.popleft()
+        if err is None:
+            lane.progress.delivered(source_offset, msg.offset())  # type: ignore[arg-type]
+        else:
+            self.stats.delivery_failures += 1
+            lane.progress.failed(source_offset, err.str())
+
+    def _consume_error(self, msg: Message) -> None:
+        err = msg.error()
+        assert err is not None
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            log.warning("source topic %s disappeared while being copied", msg.topic())
+            return
+        log.warning("consuming %s: %s", self.settings.flow_id, err.str())
+
+    # ------------------------------------------------------------------ runs, syncs, commits
+
+    def _seal_runs(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        lanes = [
+            lane
+            for lane in self._lanes.values()
+            if lane.progress.accepting and lane.resume_at is None
+        ]
+        if lanes:
+            for position in consumer.position([lane.source for lane in lanes]):
+                lane = self._lanes.get((position.topic, position.partition))
+                if lane is not None and position.offset >= 0:
+                    lane.progress.seal(position.offset)
+        self._write_syncs()
+
+    def _write_syncs(self) -> None:
+        producer = self._producer
+        assert producer is not None
+        for lane in list(self._lanes.values()):
+            for finished in lane.progress.take_finished():
+                self._produce_syncs(lane, finished)
+
+    def _produce_syncs(self, lane: _Lane, finished: FinishedRun) -> None:
+        producer = self._producer
+        assert producer is not None
+        for index, sync in enumerate(finished.syncs):
+            key, value = offset_syncs.encode_sync(sync)
+            last = index == len(finished.syncs) - 1
+            # Only the last sync of a run moves progress; earlier ones carry -1.
+            self._sync_acks.append((lane, finished.end if last else -1))
+            while True:
+                try:
+                    producer.produce(
+                        self.settings.sync_topic,
+                        value,
+                        key,
+                        partition=0,
+                        on_delivery=self._on_sync_delivery,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+
+    def _on_sync_delivery(self, err: KafkaError | None, _msg: Message) -> None:
+        lane, end = self._sync_acks.popleft()
+        if err is not None:
+            # The mapping of those copies is not on the target: copy them again.
+            log.error(
+                "writing offset syncs for %s-%s failed: %s",
+                lane.source.topic,
+                lane.source.partition,
+                err.str(),
+            )
+            lane.progress.syncs_lost(f"offset sync not written: {err.str()}")
+            return
+        self.stats.syncs_written += 1
+        if end >= 0:
+            lane.progress.persisted(end)
+            if end > lane.resume_from:
+                lane.failures_in_a_row = 0
+
+    def _commit(self, asynchronous: bool, lanes: list[_Lane] | None = None) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        offsets = []
+        for lane in lanes if lanes is not None else list(self._lanes.values()):
+            position = lane.progress.commit_position
+            if position > lane.committed:
+                offsets.append(TopicPartition(lane.source.topic, lane.source.partition, position))
+                lane.committed = position
+        if not offsets:
+            return
+        try:
+            if asynchronous:
+                consumer.commit(offsets=offsets, asynchronous=True)
+            else:
+                consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as err:
+            # A failed commit only means more re-copying after a restart; keep going.
+            log.warning("committing progress of %s: %s", self.settings.flow_id, err)
+            for offset in offsets:
+                failed = self._lanes.get((offset.topic, offset.partition))
+                if failed is not None:
+                    failed.committed = -1
+
+    # ------------------------------------------------------------------ failures
+
+    def _rewind_failed(self, now: float) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        for lane in list(self._lanes.values()):
+            # Seek again on resume: records fetched while paused were skipped, not copied.
+            due = lane.resume_at is not None and now >= lane.resume_at
+            if due and self._seek(lane, lane.resume_from):
+                lane.resume_at = None
+                consumer.resume([lane.source])
+            if not lane.progress.ready_to_rewind:
+                continue
+            reason = lane.progress.failure
+            position = lane.progress.rewind()
+            lane.failures_in_a_row += 1
+            self.stats.rewinds += 1
+            pause = min(self.settings.max_retry_backoff_s, 0.5 * 2 ** (lane.failures_in_a_row - 1))
+            log.error(
+                "copying %s-%s to %s failed at offset %d (%s); copying again from there in %.1fs",
+                lane.source.topic,
+                lane.source.partition,
+                self.settings.target_alias,
+                position,
+                reason,
+                pause,
+            )
+            consumer.pause([lane.source])
+            lane.resume_from = position
+            lane.resume_at = now + pause
+            self._write_syncs()
+
+    def _seek(self, lane: _Lane, position: int) -> bool:
+        consumer = self._consumer
+        assert consumer is not None
+        try:
+            consumer.seek(TopicPartition(lane.source.topic, lane.source.partition, position))
+        except KafkaException as err:
+            log.warning(
+                "seeking %s-%s to %d: %s (will retry)",
+                lane.source.topic,
+                lane.source.partition,
+                position,
+                err,
+            )
+            return False
+        return True
+
+    # ------------------------------------------------------------------ topics and assignment
+
+    def _refresh_topics(self) -> None:
+        try:
+            self._mirrored = self._mirror.refresh()
+        except KafkaUnavailableError as err:
+            log.warning("topic discovery for %s failed: %s", self.settings.flow_id, err)
+            return
+        wanted = sorted(self._mirrored)
+        if wanted != self._subscribed:
+            consumer = self._consumer
+            assert consumer is not None
+            log.info(
+                "flow %s copies %d topic(s): %s",
+                self.settings.flow_id,
+                len(wanted),
+                ", ".join(wanted),
+            )
+            if wanted:
+                consumer.subscribe(
+                    wanted,
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_lost,
+                )
+            else:
+                consumer.unsubscribe()
+            self._subscribed = wanted
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        starts = self._start_positions(consumer, partitions)
+        assigned = []
+        for tp in partitions:
+            mirrored = self._mirrored.get(tp.topic)
+            if mirrored is None:
+                continue
+            start = starts[(tp.topic, tp.partition)]
+            source = TopicPartition(tp.topic, tp.partition)
+            progress = PartitionProgress(
+                offset_syncs.TopicPartition(tp.topic, tp.partition),
+                source_topic_id=mirrored.source.topic_id,
+                target_topic_id=mirrored.remote.topic_id,
+                start=start,
+            )
+            lane = _Lane(
+                source=source,
+                remote_topic=mirrored.remote_name,
+                progress=progress,
+                prefix=provenance.header_prefix(self.settings.source_alias, tp.topic, tp.partition),
+                committed=start,
+            )
+            self._lanes[(tp.topic, tp.partition)] = lane
+            self._by_remote[(mirrored.remote_name, tp.partition)] = lane
+            assigned.append(TopicPartition(tp.topic, tp.partition, start))
+        consumer.assign(assigned)
+        log.info("flow %s took %d partition(s)", self.settings.flow_id, len(assigned))
+
+    def _start_positions(
+        self, consumer: Consumer, partitions: list[TopicPartition]
+    ) -> dict[tuple[str, int], int]:
+        committed = consumer.committed(partitions, timeout=30)
+        starts: dict[tuple[str, int], int] = {}
+        timestamp = self.settings.start_timestamp_ms
+        wanted_times = []
+        for tp in committed:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), timeout=30, cached=False
+            )
+            key = (tp.topic, tp.partition)
+            if tp.offset != OFFSET_INVALID and tp.offset >= 0:
+                if tp.offset < low:
+                    log.error(
+                        "%d record(s) of %s-%s were deleted by retention on %s before they were "
+                        "copied (progress %d, log starts at %d)",
+                        low - tp.offset,
+                        tp.topic,
+                        tp.partition,
+                        self.settings.source_alias,
+                        tp.offset,
+                        low,
+                    )
+                starts[key] = max(tp.offset, low)
+            elif self.settings.start_kind == "latest":
+                starts[key] = high
+            elif self.settings.start_kind == "timestamp" and timestamp is not None:
+                wanted_times.append(TopicPartition(tp.topic, tp.partition, timestamp))
+                starts[key] = high
+            else:
+                starts[key] = low
+        if wanted_times:
+            for found in consumer.offsets_for_times(wanted_times, timeout=30):
+                if found.offset >= 0:
+                    starts[(found.topic, found.partition)] = found.offset
+        return starts
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        lanes = [lane for tp in partitions if (lane := self._lanes.get((tp.topic, tp.partition)))]
+        self._settle(lanes)
+        self._commit(asynchronous=False, lanes=lanes)
+        self._drop(lanes)
+        consumer.unassign()
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Someone else owns these now: do not commit for them.
+        lanes = [lane for tp in partitions if (lane := self._lanes.get((tp.topic, tp.partition)))]
+        log.warning("flow %s lost %d partition(s)", self.settings.flow_id, len(lanes))
+        self._drop(lanes)
+        consumer.unassign()
+
+    def _settle(self, lanes: list[_Lane]) -> None:
+        """Let in-flight records land, seal and write the syncs of ``lanes``, wait for them."""
+        producer, consumer = self._producer, self._consumer
+        assert producer is not None and consumer is not None
+        producer.flush(self.settings.settle_timeout_s)
+        active = [lane for lane in lanes if lane.progress.accepting and lane.resume_at is None]
+        if active:
+            for position in consumer.position([lane.source for lane in active]):
+                lane = self._lanes.get((position.topic, position.partition))
+                if lane is not None and position.offset >= 0:
+                    lane.progress.seal(position.offset)
+        for lane in lanes:
+            if lane.progress.ready_to_rewind:
+                lane.progress.rewind()
+        self._write_syncs()
+        producer.flush(self.settings.settle_timeout_s)
+
+    def _drop(self, lanes: list[_Lane]) -> None:
+        for lane in lanes:
+            self._lanes.pop((lane.source.topic, lane.source.partition), None)
+            self._by_remote.pop((lane.remote_topic, lane.source.partition), None)
+
+    # ------------------------------------------------------------------ setup and teardown
+
+    def _ensure_sync_topic(self) -> None:
+        admin = self._mirror.target_admin
+        configs = dict(SYNC_TOPIC_CONFIGS)
+        configs["retention.ms"] = str(self.settings.sync_retention_ms)
+        create_topic(admin, self.settings.sync_topic, partitions=1, config=configs)
+
+    def _shutdown(self) -> None:
+        consumer, producer = self._consumer, self._producer
+        try:
+            if consumer is not None and producer is not None:
+                lanes = list(self._lanes.values())
+                self._settle(lanes)
+                self._commit(asynchronous=False, lanes=lanes)
+        finally:
+            if consumer is not None:
+                self._lanes.clear()
+                consumer.close()
+            if producer is not None:
+                producer.flush(self.settings.settle_timeout_s)
+
+    def _consumer_config(self) -> dict[str, Any]:
+        s = self.settings
+        config: dict[str, Any] = dict(s.source_client)
+        config.update(
+            {
+                "group.id": s.group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "partition.assignment.strategy": "roundrobin",
+                "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),
+                "fetch.wait.max.ms": 100,
+                "queued.max.messages.kbytes": s.fetch_queue_kbytes,
+                "max.partition.fetch.bytes": 4 * 1024 * 1024,
+                "client.id": f"drsvc-{s.flow_id}",
+                "log_level": 4,
+            }
+        )
+        return config
+
+    def _producer_config(self) -> dict[str, Any]:
+        s = self.settings
+        config: dict[str, Any] = dict(s.target_client)
+        config.update(
+            {
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": s.linger_ms,
+                "batch.size": 1024 * 1024,
+                "batch.num.messages": 10000,
+                "compression.type": s.compression,
+                "queue.buffering.max.messages": s.producer_queue_messages,
+                "queue.buffering.max.kbytes": s.producer_queue_kbytes,
+                "message.timeout.ms": s.message_timeout_ms,
+                "on_delivery": self._on_delivery,
+                "client.id": f"drsvc-{s.flow_id}",
+                "log_level": 4,
+            }
+        )
+        return config
