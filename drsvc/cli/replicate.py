@@ -47,6 +47,11 @@ def register(app: typer.Typer) -> None:
         if flow is None:
             known = ", ".join(f.id for f in topology.flows) or "none"
             raise ConfigError(f"topology {topology_file} has no flow {flow_id!r} (flows: {known})")
+        if flow.delivery != "at-least-once":
+            raise ConfigError(
+                f"flow {flow_id} asks for {flow.delivery} delivery, which this version of drsvc "
+                "does not provide yet; set 'delivery: at-least-once' for this flow"
+            )
         settings = worker_settings(
             topology,
             flow,

@@ -1,0 +1,459 @@
+"""A topology file as frozen, typed models: clusters, flows, applications.
+
+A topology names the clusters (by alias), the flows between them and the applications that can fail
+over. The models reject unknown keys (``extra="forbid"``), check each field on its own, and then run
+the cross-field rules of :mod:`drsvc.topology.rules` (known aliases, no duplicate flows, identity
+only for one-way flows). Cross-field problems are raised together as one :class:`TopologyProblems`
+whose lines already carry their field path, so the loader can report them all at once.
+
+Client security lives in :mod:`drsvc.topology.security`. Use
+:func:`drsvc.topology.loader.load_topology` to read a file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from drsvc.errors import ConfigError
+from drsvc.topology.base import NAME_PATTERN, FrozenModel, Name
+from drsvc.topology.rules import cross_field_problems
+from drsvc.topology.security import SecurityConfig
+from failover.replication_policy import (
+    DEFAULT_SEPARATOR,
+    IdentityPolicy,
+    PrefixPolicy,
+    ReplicationPolicy,
+    check_separator,
+    check_topic_name,
+)
+from failover.topic_rules import (
+    InternalTopicNames,
+    NameFilter,
+    TopicVerdict,
+    compile_pattern,
+    topic_verdict,
+)
+
+PolicyName = Literal["prefix", "identity"]
+DeliveryMode = Literal["at-least-once", "exactly-once"]
+StartKind = Literal["earliest", "latest", "timestamp"]
+
+
+class TopologyProblems(ValueError):
+    """Several cross-field problems found at once; each line starts with its field path."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def _check_regex(value: str) -> str:
+    compile_pattern(value)
+    return value
+
+
+def _check_non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+Regex = Annotated[str, AfterValidator(_check_regex)]
+TopicName = Annotated[str, AfterValidator(check_topic_name)]
+GroupName = Annotated[str, AfterValidator(_check_non_empty)]
+
+
+def _check_bootstrap(value: str | None) -> str | None:
+    if value is None:
+        return None
+    entries = [entry.strip() for entry in value.split(",")]
+    for entry in entries:
+        hostport = entry.split("://", 1)[-1]
+        host, sep, port = hostport.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"expected host:port[,host:port...] (got {value!r}; bad entry {entry!r})"
+            )
+    return ",".join(entries)
+
+
+class Cluster(FrozenModel):
+    """One Kafka cluster, known by its alias (the key under ``clusters``)."""
+
+    alias: Name = Field(description="Alias of the cluster; prefixes its topics on other clusters.")
+    bootstrap_servers: Annotated[str | None, AfterValidator(_check_bootstrap)] = Field(
+        default=None,
+        description="host:port list; omitted means: taken by alias from the running drsvc dev"
+        " environment.",
+    )
+    security: SecurityConfig = Field(
+        default_factory=SecurityConfig, description="Client security settings."
+    )
+
+    def client_config(
+        self, bootstrap_servers: str | None = None, *, env: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """librdkafka settings for a client of this cluster, secrets included.
+
+        ``bootstrap_servers`` (for example resolved from the dev environment) wins over the file's.
+        Secrets are read now, from the environment (``env``, default the process environment)
+        and files, so a rotated password is picked up by the next client.
+
+        Raises :class:`ConfigError` naming the cluster and the missing variable or file.
+        """
+        servers = bootstrap_servers or self.bootstrap_servers
+        if not servers:
+            raise ConfigError(
+                f"cluster '{self.alias}': no bootstrap_servers in the topology and none given;"
+                f" set clusters.{self.alias}.bootstrap_servers or run it under 'drsvc dev'"
+            )
+        environ: Mapping[str, str] = os.environ if env is None else env
+        return {"bootstrap.servers": servers, **self.security.client_settings(self.alias, environ)}
+
+
+class NameFilterConfig(FrozenModel):
+    """Include/exclude regular expressions, each matched against the whole name."""
+
+    include: tuple[Regex, ...] = Field(
+        default=(".*",), description="A name must fully match one of these (default: all)."
+    )
+    exclude: tuple[Regex, ...] = Field(
+        default=(), description="A name fully matching any of these is skipped."
+    )
+
+    @field_validator("include", "exclude", mode="before")
+    @classmethod
+    def _one_pattern_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("include")
+    @classmethod
+    def _include_something(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("must list at least one pattern (use ['.*'] for everything)")
+        return value
+
+    def to_filter(self) -> NameFilter:
+        """The pure filter used by the core."""
+        return NameFilter(include=self.include, exclude=self.exclude)
+
+
+class StartPosition(FrozenModel):
+    """Where a flow starts reading a source partition it has no progress for.
+
+    Written in a topology as ``earliest``, ``latest`` or ``{timestamp: <ISO-8601 with offset, or
+    epoch milliseconds>}``; stored normalised as a kind and, for timestamps, epoch milliseconds.
+    """
+
+    kind: StartKind = Field(default="earliest", description="earliest, latest or timestamp.")
+    timestamp_ms: int | None = Field(
+        default=None, description="Epoch milliseconds, when kind is timestamp."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_file_shape(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value not in {"earliest", "latest"}:
+                raise ValueError(
+                    "must be earliest, latest or {timestamp: <ISO-8601 or epoch ms>}"
+                    f" (got {value!r})"
+                )
+            return {"kind": value}
+        if isinstance(value, Mapping) and "kind" not in value:
+            unknown = sorted(str(key) for key in value if key != "timestamp")
+            if unknown:
+                raise ValueError(f"unknown key {unknown[0]!r} (expected timestamp)")
+            if "timestamp" not in value:
+                raise ValueError("expected {timestamp: <ISO-8601 or epoch ms>}")
+            return {"kind": "timestamp", "timestamp_ms": _epoch_ms(value["timestamp"])}
+        return value
+
+    @model_validator(mode="after")
+    def _timestamp_iff_kind(self) -> StartPosition:
+        if (self.kind == "timestamp") != (self.timestamp_ms is not None):
+            raise ValueError("timestamp_ms is set exactly when kind is timestamp")
+        return self
+
+    def describe(self) -> str:
+        """Short human form: ``earliest``, ``latest`` or ``timestamp 2024-05-01T00:00:00+00:00``."""
+        if self.timestamp_ms is None:
+            return self.kind
+        moment = datetime.fromtimestamp(self.timestamp_ms / 1000, tz=UTC)
+        return f"timestamp {moment.isoformat()}"
+
+
+def _epoch_ms(value: Any) -> int:
+    """Epoch milliseconds from an int, a digit string, an ISO-8601 string or a YAML datetime."""
+    if isinstance(value, bool):
+        raise ValueError(f"timestamp must be ISO-8601 or epoch milliseconds (got {value!r})")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"timestamp must not be negative (got {value})")
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    moment: datetime
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        raise ValueError(
+            f"timestamp {value.isoformat()} has no time; give a time and a UTC offset,"
+            f" like {value.isoformat()}T00:00:00Z"
+        )
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError as err:
+            raise ValueError(
+                f"timestamp must be ISO-8601 or epoch milliseconds (got {value!r})"
+            ) from err
+    else:
+        raise ValueError(f"timestamp must be ISO-8601 or epoch milliseconds (got {value!r})")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(
+            f"timestamp {moment.isoformat()} has no UTC offset; add one, like 'Z' or '+02:00'"
+        )
+    millis = round(moment.timestamp() * 1000)
+    if millis < 0:
+        raise ValueError(f"timestamp must not be before 1970 (got {moment.isoformat()})")
+    return millis
+
+
+class Flow(FrozenModel):
+    """Replication from one cluster to another: which topics and groups, named and delivered how."""
+
+    source: str = Field(description="Alias of the cluster records are read from.")
+    target: str = Field(description="Alias of the cluster records are written to.")
+    topics: NameFilterConfig = Field(
+        default_factory=NameFilterConfig,
+        description="Topics to copy, matched by their name on the source.",
+    )
+    groups: NameFilterConfig = Field(
+        default_factory=NameFilterConfig,
+        description="Consumer groups whose offsets are translated and checkpointed.",
+    )
+    policy: PolicyName = Field(
+        default="prefix",
+        description="prefix: east.orders on the target (loop-safe); identity: same name"
+        " (one-way flows only).",
+    )
+    separator: str = Field(
+        default=DEFAULT_SEPARATOR,
+        description="Between alias and topic in remote names (prefix policy); the same for every"
+        " prefix flow of a topology.",
+    )
+    delivery: DeliveryMode = Field(
+        default="at-least-once",
+        description="at-least-once, or exactly-once (transactions on the target).",
+    )
+    start: StartPosition = Field(
+        default_factory=lambda: StartPosition(kind="earliest"),
+        description="Where to start partitions with no progress: earliest, latest or"
+        " {timestamp: ...}.",
+    )
+    multi_hop: bool = Field(
+        default=True,
+        description="Also copy topics that reached the source from a third cluster"
+        " (south.orders on east becomes east.south.orders on west).",
+    )
+
+    @field_validator("separator")
+    @classmethod
+    def _legal_separator(cls, value: str) -> str:
+        return check_separator(value)
+
+    @property
+    def id(self) -> str:
+        """Stable identifier, ``east->west``; a topology has at most one flow per pair."""
+        return f"{self.source}->{self.target}"
+
+
+class Application(FrozenModel):
+    """A set of consumer groups and topics that fails over from cluster to cluster as one."""
+
+    name: Name = Field(description="Application name; keys its state in Consul.")
+    groups: tuple[GroupName, ...] = Field(
+        min_length=1, description="Consumer groups of the application (at least one)."
+    )
+    topics: tuple[TopicName, ...] = Field(
+        min_length=1,
+        description="Topics the application consumes, by their name on the preferred cluster.",
+    )
+    preferred: str = Field(description="Alias of the cluster the application normally runs on.")
+    auto_failover: bool = Field(
+        default=False,
+        description="Let the DR controller fail the application over when its cluster is gone.",
+    )
+
+    @field_validator("groups", "topics")
+    @classmethod
+    def _no_duplicates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        seen: set[str] = set()
+        for item in value:
+            if item in seen:
+                raise ValueError(f"{item!r} is listed twice")
+            seen.add(item)
+        return value
+
+
+class InternalTopicsConfig(FrozenModel):
+    """Names of drsvc's own topics; ``{source}`` is replaced by a flow's source alias."""
+
+    heartbeats: str = Field(default="heartbeats", description="Heartbeats topic on every cluster.")
+    offset_syncs: str = Field(
+        default="drsvc.offset-syncs.{source}",
+        description="Offset-syncs topic on each flow's target.",
+    )
+    checkpoints: str = Field(
+        default="{source}.checkpoints.internal",
+        description="Checkpoints topic (compacted) on each flow's target.",
+    )
+
+    @model_validator(mode="after")
+    def _names_are_usable(self) -> InternalTopicsConfig:
+        self.to_names()
+        return self
+
+    def to_names(self) -> InternalTopicNames:
+        """The pure naming rules used by the core."""
+        return InternalTopicNames(
+            heartbeats=self.heartbeats,
+            offset_syncs=self.offset_syncs,
+            checkpoints=self.checkpoints,
+        )
+
+
+class Topology(FrozenModel):
+    """Clusters, the flows between them and the applications that can fail over."""
+
+    name: Name = Field(description="Topology name.")
+    namespace: Name = Field(
+        default="default",
+        description="Consul KV namespace (keys under drsvc/<namespace>/); defaults to name.",
+    )
+    clusters: dict[str, Cluster] = Field(
+        min_length=1, description="Clusters by alias; the alias is the key."
+    )
+    flows: tuple[Flow, ...] = Field(default=(), description="Replication flows.")
+    applications: tuple[Application, ...] = Field(
+        default=(), description="Applications that fail over between clusters."
+    )
+    internal_topics: InternalTopicsConfig = Field(
+        default_factory=InternalTopicsConfig, description="Names of drsvc's own topics."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _namespace_defaults_to_name(cls, data: Any) -> Any:
+        if (
+            isinstance(data, Mapping)
+            and "namespace" not in data
+            and isinstance(data.get("name"), str)
+            and NAME_PATTERN.fullmatch(data["name"])
+        ):
+            return {**data, "namespace": data["name"]}
+        return data
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _alias_is_the_key(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        clusters: dict[Any, Any] = {}
+        for alias, raw in value.items():
+            clusters[alias] = cls._with_alias(alias, {} if raw is None else raw)
+        return clusters
+
+    @staticmethod
+    def _with_alias(alias: Any, body: Any) -> Any:
+        if isinstance(body, Cluster):
+            if body.alias != alias:
+                raise ValueError(
+                    f"cluster under key {alias!r} has alias {body.alias!r}; they must be equal"
+                )
+            return body
+        if isinstance(body, Mapping):
+            if "alias" in body:
+                raise ValueError(
+                    f"unknown key 'alias' in cluster {alias!r}; the key under clusters is the alias"
+                )
+            return {"alias": alias, **body}
+        return body
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> Topology:
+        problems = cross_field_problems(self)
+        if problems:
+            raise TopologyProblems(problems)
+        return self
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    @property
+    def aliases(self) -> frozenset[str]:
+        """Aliases of all clusters."""
+        return frozenset(self.clusters)
+
+    def cluster(self, alias: str) -> Cluster:
+        """The cluster called ``alias``; :class:`ConfigError` if there is none."""
+        try:
+            return self.clusters[alias]
+        except KeyError:
+            known = ", ".join(sorted(self.clusters))
+            raise ConfigError(
+                f"topology '{self.name}' has no cluster '{alias}' (known: {known})"
+            ) from None
+
+    def flow(self, source: str, target: str) -> Flow:
+        """The flow ``source->target``; :class:`ConfigError` if there is none."""
+        for flow in self.flows:
+            if flow.source == source and flow.target == target:
+                return flow
+        known = ", ".join(f.id for f in self.flows) or "none"
+        raise ConfigError(f"topology '{self.name}' has no flow {source}->{target} (flows: {known})")
+
+    def flows_into(self, alias: str) -> tuple[Flow, ...]:
+        """Flows whose target is ``alias``, in file order."""
+        return tuple(flow for flow in self.flows if flow.target == alias)
+
+    def flows_from(self, alias: str) -> tuple[Flow, ...]:
+        """Flows whose source is ``alias``, in file order."""
+        return tuple(flow for flow in self.flows if flow.source == alias)
+
+    def application(self, name: str) -> Application:
+        """The application called ``name``; :class:`ConfigError` if there is none."""
+        for app in self.applications:
+            if app.name == name:
+                return app
+        known = ", ".join(app.name for app in self.applications) or "none"
+        raise ConfigError(f"topology '{self.name}' has no application '{name}' (known: {known})")
+
+    def internal_names(self) -> InternalTopicNames:
+        """Naming rules for drsvc's own topics."""
+        return self.internal_topics.to_names()
+
+    def policy_for(self, flow: Flow) -> ReplicationPolicy:
+        """The replication policy of ``flow``, aware of every alias of this topology."""
+        if flow not in self.flows:
+            raise ConfigError(f"flow {flow.id} is not part of topology '{self.name}'")
+        if flow.policy == "identity":
+            return IdentityPolicy()
+        return PrefixPolicy(aliases=self.aliases, separator=flow.separator)
+
+    def topic_verdict(self, flow: Flow, topic: str) -> TopicVerdict:
+        """Whether ``flow`` copies ``topic`` (a name on its source), under which name, and why."""
+        return topic_verdict(
+            topic,
+            flow.source,
+            flow.target,
+            self.policy_for(flow),
+            topics=flow.topics.to_filter(),
+            names=self.internal_names(),
+            allow_multi_hop=flow.multi_hop,
+        )
