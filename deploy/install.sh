@@ -59,8 +59,10 @@ else
     export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build"
     mkdir -p "$consul_dir"
     cd "$repo/deploy/consul"
-    go mod download -x github.com/hashicorp/consul
-    go build -trimpath -o "$consul_bin.tmp" github.com/hashicorp/consul
+    go mod download github.com/hashicorp/consul
+    echo "== build"
+    # -v names every package as it is compiled: the install counts them to show progress.
+    go build -v -trimpath -o "$consul_bin.tmp" github.com/hashicorp/consul
     mv "$consul_bin.tmp" "$consul_bin"
   ) >"$consul_log" 2>&1 &
   consul_pid=$!
@@ -130,7 +132,8 @@ if [ -n "$consul_pid" ]; then
   while kill -0 "$consul_pid" 2>/dev/null; do
     sleep 20
     kill -0 "$consul_pid" 2>/dev/null || break
-    say "consul: still building, $(( $(now) - consul_started ))s so far; $(grep -c . "$consul_log" 2>/dev/null || echo 0) log lines"
+    compiled=$(sed -n '/^== build$/,$p' "$consul_log" 2>/dev/null | grep -c -v '^== build$' || true)
+    say "consul: still building, $(( $(now) - consul_started ))s so far, ${compiled:-0} packages compiled (about 1,400 in all)"
   done
   wait "$consul_pid" || { tail -n 30 "$consul_log" >&2; die "building consul failed (log: $consul_log)"; }
   record "consul-$consul_version" $(( $(now) - consul_started ))
