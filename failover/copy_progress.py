@@ -183,22 +183,43 @@ class PartitionProgress:
                 break
             end = position if run.end is None or run.end > position else run.end
             self._finished.append(FinishedRun(run.builder.build(end), end))
-        for block in _contiguous_blocks(self._orphans):
-            builder = SyncBuilder(
-                self.tp,
-                source_topic_id=self.source_topic_id,
-                target_topic_id=self.target_topic_id,
-                source_begin=block[0][0],
-                leader_epoch=-1,
-            )
-            builder.add_all(block)
+        if self._orphans:
             # A re-copy pass follows; these runs only record where the extra copies landed.
-            self._finished.append(FinishedRun(builder.build(block[-1][0] + 1), position))
+            orphans = standalone_syncs(
+                self.tp, self.source_topic_id, self.target_topic_id, self._orphans
+            )
+            self._finished.append(FinishedRun(orphans, position))
         self._orphans = []
         self._runs = deque([self._new_run(position, -1)])
         self.failed_at = None
         self.failure = None
         return position
+
+
+def standalone_syncs(
+    tp: TopicPartition,
+    source_topic_id: bytes,
+    target_topic_id: bytes,
+    copies: list[tuple[int, int]],
+) -> tuple[OffsetSync, ...]:
+    """Syncs that map ``copies`` (``(source, target)`` pairs in target order) and claim nothing
+    else: one run per block of consecutive source offsets.
+
+    Used for copies outside the normal run bookkeeping: those delivered after a failure, and
+    those found on the target after a crash whose syncs were never written.
+    """
+    syncs: list[OffsetSync] = []
+    for block in _contiguous_blocks(copies):
+        builder = SyncBuilder(
+            tp,
+            source_topic_id=source_topic_id,
+            target_topic_id=target_topic_id,
+            source_begin=block[0][0],
+            leader_epoch=-1,
+        )
+        builder.add_all(block)
+        syncs.extend(builder.build(block[-1][0] + 1))
+    return tuple(syncs)
 
 
 def _contiguous_blocks(copies: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:

@@ -392,6 +392,20 @@ class LocalEnvironment:
             time.sleep(0.5)
         progress(f"consul: services {', '.join(f'kafka-{a}' for a in aliases)} healthy")
 
+    def stop_site(self, alias: str, grace_s: float = 20.0) -> int:
+        """Stop the brokers of one site (a fault for tests and chaos); ``up`` restarts them."""
+        with self.store.locked():
+            state = self.store.load()
+            site = state.sites.get(alias)
+            if site is None:
+                raise ConfigError(f"cluster {alias!r} is not part of the local environment")
+            handles = [n.process for n in site.nodes if n.process is not None]
+            stop_all(handles, grace_s=grace_s)
+            for node in site.nodes:
+                node.process = None
+            self.store.save(state)
+        return len(handles)
+
     # ------------------------------------------------------------------ down
 
     def down(self, purge: bool = False, progress: Progress = _quiet) -> int:

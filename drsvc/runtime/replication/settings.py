@@ -45,6 +45,8 @@ class WorkerSettings:
     fetch_queue_kbytes: int = 32 * 1024
     #: how long a record may wait for the target before its delivery fails (and is retried)
     message_timeout_ms: int = 120_000
+    #: largest produce request; records above a topic's own limit are refused by the broker
+    max_request_bytes: int = 16 * 1024 * 1024
     settle_timeout_s: float = 30.0
     max_retry_backoff_s: float = 30.0
     sync_retention_ms: int = 7 * 24 * 3600 * 1000

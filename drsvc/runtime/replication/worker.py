@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from confluent_kafka import (
@@ -40,10 +40,11 @@ from confluent_kafka import (
 
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.errors import KafkaUnavailableError
+from drsvc.runtime.replication.repair import unsynced_copies
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
 from failover import offset_syncs, provenance
-from failover.copy_progress import FinishedRun, PartitionProgress
+from failover.copy_progress import FinishedRun, PartitionProgress, standalone_syncs
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,17 @@ class _Lane:
     remote_topic: str
     progress: PartitionProgress
     prefix: bytes
-    in_flight: deque[int] = field(default_factory=deque)
     committed: int = -1
     failures_in_a_row: int = 0
     resume_at: float | None = None
     resume_from: int = 0
+    next_sync_ticket: int = 0
+    #: syncs written and not yet acknowledged, in write order: ticket -> run end (or -1)
+    unacked_syncs: dict[int, int] = field(default_factory=dict)
+    acked_syncs: set[int] = field(default_factory=set)
+    #: a sync was lost: rebuild syncs from the target before copying again
+    needs_repair: bool = False
+    repair_at: float = 0.0
 
 
 @dataclass
@@ -89,8 +96,6 @@ class FlowWorker:
         self.stats = WorkerStats()
         self._stop = threading.Event()
         self._lanes: dict[tuple[str, int], _Lane] = {}
-        self._by_remote: dict[tuple[str, int], _Lane] = {}
-        self._sync_acks: deque[tuple[_Lane, int]] = deque()
         self._subscribed: list[str] = []
         self._mirrored: dict[str, MirroredTopic] = {}
         self._identity_loop_check = (
@@ -160,7 +165,7 @@ class FlowWorker:
 
     # ------------------------------------------------------------------ the hot path
 
-    def _copy(self, messages: list[Message]) -> None:
+    def _copy(self, messages: list[Message]) -> None:  # noqa: PLR0915 (one loop, no calls per record)
         producer = self._producer
         assert producer is not None
         lanes: dict[Any, _Lane] = self._lanes
@@ -169,6 +174,7 @@ class FlowWorker:
         target = self.settings.target_alias
         loop_check = self._identity_loop_check
         stats = self.stats
+        on_delivery = self._on_delivery
         lane: _Lane | None = None
         lane_key: Any = None
         copied = 0
@@ -193,6 +199,7 @@ class FlowWorker:
             ts_type, ts = msg.timestamp()
             value = msg.value()
             record_key = msg.key()
+            epoch = msg.leader_epoch()
             while True:
                 try:
                     produce(
@@ -202,13 +209,21 @@ class FlowWorker:
                         partition=lane.source.partition,
                         timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
                         headers=headers,
+                        on_delivery=partial(on_delivery, lane, offset),
                     )
                     break
                 except BufferError:
                     # The producer queue is full: serve delivery reports, then try again.
                     producer.poll(0.05)
-            lane.in_flight.append(offset)
-            epoch = msg.leader_epoch()
+                except KafkaException as err:
+                    # Refused before sending (a partition the producer does not know yet, a
+                    # record over the size limit): the same path as a failed delivery.
+                    lane.progress.produced(offset, -1 if epoch is None else epoch)
+                    lane.progress.failed(offset, err.args[0].str())
+                    stats.delivery_failures += 1
+                    break
+            if not lane.progress.accepting:
+                continue
             lane.progress.produced(offset, -1 if epoch is None else epoch)
             copied += 1
             size += len(value or b"") + len(record_key or b"")
@@ -216,15 +231,11 @@ class FlowWorker:
         stats.bytes_copied += size
         stats.records_copied += copied
 
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        by_remote: dict[Any, _Lane] = self._by_remote
-        lane = by_remote.get((msg.topic(), msg.partition()))
-        if lane is None or not lane.in_flight:
-            log.error(
-                "delivery report for %s-%s without a record in flight", msg.topic(), msg.partition()
-            )
-            return
-        source_offset = lane.in_flight.popleft()
+    def _on_delivery(
+        self, lane: _Lane, source_offset: int, err: KafkaError | None, msg: Message
+    ) -> None:
+        # Each report carries its source offset: after a failure librdkafka may report queued
+        # records (timed out) before those already sent, so report order is not produce order.
         if err is None:
             lane.progress.delivered(source_offset, msg.offset())  # type: ignore[arg-type]
         else:
@@ -270,9 +281,11 @@ class FlowWorker:
         assert producer is not None
         for index, sync in enumerate(finished.syncs):
             key, value = offset_syncs.encode_sync(sync)
-            last = index == len(finished.syncs) - 1
             # Only the last sync of a run moves progress; earlier ones carry -1.
-            self._sync_acks.append((lane, finished.end if last else -1))
+            end = finished.end if index == len(finished.syncs) - 1 else -1
+            ticket = lane.next_sync_ticket
+            lane.next_sync_ticket += 1
+            lane.unacked_syncs[ticket] = end
             while True:
                 try:
                     producer.produce(
@@ -280,16 +293,18 @@ class FlowWorker:
                         value,
                         key,
                         partition=0,
-                        on_delivery=self._on_sync_delivery,
+                        on_delivery=partial(self._on_sync_delivery, lane, ticket),
                     )
                     break
                 except BufferError:
                     producer.poll(0.05)
 
-    def _on_sync_delivery(self, err: KafkaError | None, _msg: Message) -> None:
-        lane, end = self._sync_acks.popleft()
+    def _on_sync_delivery(
+        self, lane: _Lane, ticket: int, err: KafkaError | None, _msg: Message
+    ) -> None:
         if err is not None:
-            # The mapping of those copies is not on the target: copy them again.
+            # Those copies' mapping is not on the target: copy again from the last persisted
+            # position and rebuild the syncs of what is already there from its provenance.
             log.error(
                 "writing offset syncs for %s-%s failed: %s",
                 lane.source.topic,
@@ -297,12 +312,23 @@ class FlowWorker:
                 err.str(),
             )
             lane.progress.syncs_lost(f"offset sync not written: {err.str()}")
+            lane.needs_repair = True
+            lane.unacked_syncs.pop(ticket, None)
             return
         self.stats.syncs_written += 1
-        if end >= 0:
-            lane.progress.persisted(end)
-            if end > lane.resume_from:
-                lane.failures_in_a_row = 0
+        lane.acked_syncs.add(ticket)
+        # Progress moves only over the syncs acknowledged in order (acks can come out of order
+        # when some fail).
+        while lane.unacked_syncs:
+            first = next(iter(lane.unacked_syncs))
+            if first not in lane.acked_syncs:
+                break
+            end = lane.unacked_syncs.pop(first)
+            lane.acked_syncs.discard(first)
+            if end >= 0:
+                lane.progress.persisted(end)
+                if end > lane.resume_from:
+                    lane.failures_in_a_row = 0
 
     def _commit(self, asynchronous: bool, lanes: list[_Lane] | None = None) -> None:
         consumer = self._consumer
@@ -341,6 +367,16 @@ class FlowWorker:
                 consumer.resume([lane.source])
             if not lane.progress.ready_to_rewind:
                 continue
+            if lane.needs_repair:
+                if now < lane.repair_at:
+                    continue
+                try:
+                    self._rebuild_syncs(lane, lane.progress.commit_position, timeout_s=10.0)
+                except (KafkaUnavailableError, KafkaException) as err:
+                    log.warning("cannot rebuild offset syncs yet (%s); retrying", err)
+                    lane.repair_at = now + 5.0
+                    continue
+                lane.needs_repair = False
             reason = lane.progress.failure
             position = lane.progress.rewind()
             lane.failures_in_a_row += 1
@@ -428,10 +464,39 @@ class FlowWorker:
                 committed=start,
             )
             self._lanes[(tp.topic, tp.partition)] = lane
-            self._by_remote[(mirrored.remote_name, tp.partition)] = lane
+            self._rebuild_syncs(lane, start)
             assigned.append(TopicPartition(tp.topic, tp.partition, start))
         consumer.assign(assigned)
         log.info("flow %s took %d partition(s)", self.settings.flow_id, len(assigned))
+
+    def _rebuild_syncs(self, lane: _Lane, start: int, timeout_s: float = 60.0) -> None:
+        """Write syncs for copies on the target, made from source offsets ``start`` onwards,
+        that a crash or a lost sync left unmapped (found by their provenance headers)."""
+        copies = unsynced_copies(
+            self.settings.target_client,
+            lane.remote_topic,
+            lane.source.partition,
+            self.settings.source_alias,
+            lane.source.topic,
+            start,
+            timeout_s=timeout_s,
+        )
+        if not copies:
+            return
+        log.warning(
+            "%s-%s: rebuilding offset syncs of %d copies on %s at or after offset %d from their "
+            "provenance headers",
+            lane.source.topic,
+            lane.source.partition,
+            len(copies),
+            self.settings.target_alias,
+            start,
+        )
+        progress = lane.progress
+        syncs = standalone_syncs(
+            progress.tp, progress.source_topic_id, progress.target_topic_id, copies
+        )
+        self._produce_syncs(lane, FinishedRun(syncs, -1))
 
     def _start_positions(
         self, consumer: Consumer, partitions: list[TopicPartition]
@@ -505,7 +570,6 @@ class FlowWorker:
     def _drop(self, lanes: list[_Lane]) -> None:
         for lane in lanes:
             self._lanes.pop((lane.source.topic, lane.source.partition), None)
-            self._by_remote.pop((lane.remote_topic, lane.source.partition), None)
 
     # ------------------------------------------------------------------ setup and teardown
 
@@ -565,7 +629,10 @@ class FlowWorker:
                 "queue.buffering.max.messages": s.producer_queue_messages,
                 "queue.buffering.max.kbytes": s.producer_queue_kbytes,
                 "message.timeout.ms": s.message_timeout_ms,
-                "on_delivery": self._on_delivery,
+                # The topic's max.message.bytes on the target decides what fits, not the client.
+                "message.max.bytes": s.max_request_bytes,
+                # Learn about grown remote topics quickly (the default is five minutes).
+                "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),
                 "client.id": f"drsvc-{s.flow_id}",
                 "log_level": 4,
             }

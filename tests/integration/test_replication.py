@@ -1,0 +1,213 @@
+"""The at-least-once replication worker against real clusters."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from pathlib import Path
+
+from replication_support import (
+    WorkerProcess,
+    check_syncs_map_every_copy,
+    create,
+    end_offsets,
+    original_headers,
+    produce,
+    read_all,
+    read_syncs,
+    running_workers,
+    sequence_records,
+    topics_of,
+    wait_for,
+    write_topology,
+)
+
+from drsvc.adapters.kafka_admin import admin_client, grow_partitions
+from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from failover import provenance
+
+
+def _copied_count(bootstrap: str, topic: str) -> int:
+    return sum(end_offsets(bootstrap, topic).values())
+
+
+def test_active_active_copies_each_way_once_and_never_loops(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    create(east, "aa-orders", 3)
+    create(west, "aa-payments", 2)
+    produce(east, "aa-orders", sequence_records(3000, 3, tag="orders-"))
+    produce(west, "aa-payments", sequence_records(2000, 2, tag="payments-"))
+    # The include pattern also matches the remote topics, so only the loop rule keeps
+    # west.aa-payments on east from going back to west.
+    include = {"include": [r"(.*\.)?aa-.*"]}
+    topology = write_topology(
+        tmp_path / "aa.yaml",
+        "aa",
+        {"east": east, "west": west},
+        [
+            {"source": "east", "target": "west", "topics": include},
+            {"source": "west", "target": "east", "topics": include},
+        ],
+    )
+    with running_workers(topology, ["east->west", "west->east"], tmp_path):
+        wait_for(lambda: _copied_count(west, "east.aa-orders") >= 3000, 60, "east.aa-orders")
+        wait_for(lambda: _copied_count(east, "west.aa-payments") >= 2000, 60, "west.aa-payments")
+        time.sleep(3)  # give a loop, if there were one, time to show
+
+    for cluster in (east, west):
+        names = topics_of(cluster)
+        assert not [n for n in names if n.startswith(("east.west.", "west.east."))], names
+        assert not [n for n in names if n.startswith(("east.east.", "west.west."))], names
+
+    for source, target, topic, alias in (
+        (east, west, "aa-orders", "east"),
+        (west, east, "aa-payments", "west"),
+    ):
+        originals = read_all(source, topic)
+        copies = read_all(target, f"{alias}.{topic}")
+        assert len(copies) == len(originals), "each record arrives exactly once"
+        for original, copy in zip(originals, copies, strict=True):
+            assert copy.partition == original.partition
+            assert copy.key == original.key
+            assert copy.value == original.value
+            assert copy.timestamp == original.timestamp
+            assert original_headers(copy) == original.headers
+            assert copy.headers[-1][0] == provenance.PROVENANCE_HEADER
+            hop = provenance.chain(copy.headers)[-1]
+            assert (hop.cluster, hop.topic, hop.partition, hop.offset) == (
+                alias,
+                topic,
+                original.partition,
+                original.offset,
+            )
+        check_syncs_map_every_copy(copies, read_syncs(target, alias), topic)
+
+
+def test_aggregation_of_three_sources(aggregation_trio: EnvironmentInfo, tmp_path: Path) -> None:
+    clusters = aggregation_trio.clusters
+    sources = ("east", "west", "south")
+    for alias in sources:
+        create(clusters[alias], "agg-events", 2)
+        produce(clusters[alias], "agg-events", sequence_records(500, 2, tag=f"{alias}-"))
+    topology = write_topology(
+        tmp_path / "agg.yaml",
+        "agg",
+        {a: clusters[a] for a in (*sources, "agg")},
+        [{"source": a, "target": "agg", "topics": {"include": ["agg-events"]}} for a in sources],
+    )
+    flows = [f"{a}->agg" for a in sources]
+    with running_workers(topology, flows, tmp_path):
+        for alias in sources:
+            wait_for(
+                lambda alias=alias: _copied_count(clusters["agg"], f"{alias}.agg-events") >= 500,
+                90,
+                f"{alias}.agg-events on agg",
+            )
+    for alias in sources:
+        values = Counter(r.value for r in read_all(clusters["agg"], f"{alias}.agg-events"))
+        assert values == Counter(f"{alias}-{i}".encode() for i in range(500))
+
+
+def test_new_topics_and_partitions_are_picked_up_while_running(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    create(east, "grow-first", 1)
+    topology = write_topology(
+        tmp_path / "grow.yaml",
+        "grow",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": ["grow-.*"]}}],
+    )
+    with running_workers(topology, ["east->west"], tmp_path):
+        wait_for(lambda: "east.grow-first" in topics_of(west), 30, "east.grow-first")
+        created = time.monotonic()
+        create(east, "grow-later", 2)
+        produce(east, "grow-later", sequence_records(100, 2))
+        wait_for(lambda: _copied_count(west, "east.grow-later") >= 100, 30, "the new topic")
+        assert time.monotonic() - created < 30
+
+        grow_partitions(admin_client(east), "grow-later", 4)
+        grown = time.monotonic()
+        produce(east, "grow-later", [(3, b"k", b"in-new-partition", [], 0)])
+        wait_for(
+            lambda: end_offsets(west, "east.grow-later").get(3, 0) >= 1, 30, "the new partition"
+        )
+        assert time.monotonic() - grown < 30
+    copy = [r for r in read_all(west, "east.grow-later") if r.partition == 3]
+    assert [r.value for r in copy] == [b"in-new-partition"]
+
+
+def test_kill_9_mid_stream_loses_nothing(cluster_pair: EnvironmentInfo, tmp_path: Path) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    total = 120_000
+    create(east, "kill-seq", 3)
+    produce(east, "kill-seq", sequence_records(total, 3))
+    topology = write_topology(
+        tmp_path / "kill.yaml",
+        "kill",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": ["kill-seq"]}}],
+    )
+    first = WorkerProcess(topology, "east->west", tmp_path / "first.log")
+    try:
+        wait_for(lambda: _copied_count(west, "east.kill-seq") >= 30_000, 90, "a third copied")
+    finally:
+        first.kill()
+    with running_workers(topology, ["east->west"], tmp_path):
+
+        def all_copied() -> bool:
+            if _copied_count(west, "east.kill-seq") < total:
+                return False
+            return len({r.value for r in read_all(west, "east.kill-seq")}) >= total
+
+        wait_for(all_copied, 180, "every record copied after the restart")
+    copies = read_all(west, "east.kill-seq")
+    assert {r.value for r in copies} == {str(i).encode() for i in range(total)}
+    check_syncs_map_every_copy(copies, read_syncs(west, "east"), "kill-seq")
+    # Per partition, copies follow the source order; a restart may only go back, then forward.
+    for partition in range(3):
+        offsets = [
+            provenance.chain(r.headers)[-1].offset for r in copies if r.partition == partition
+        ]
+        assert offsets[0] == 0
+        assert all(b == a + 1 or b <= a for a, b in itertools.pairwise(offsets))
+
+
+def test_a_target_outage_longer_than_the_message_timeout_loses_nothing(
+    local_env: LocalEnvironment, cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    info = local_env.up(["out-src", "out-dst"])
+    src, dst = info.clusters["out-src"], info.clusters["out-dst"]
+    create(src, "outage-seq", 2)
+    produce(src, "outage-seq", sequence_records(5000, 2))
+    topology = write_topology(
+        tmp_path / "outage.yaml",
+        "outage",
+        {"out-src": src, "out-dst": dst},
+        [{"source": "out-src", "target": "out-dst", "topics": {"include": ["outage-seq"]}}],
+    )
+    with running_workers(
+        topology, ["out-src->out-dst"], tmp_path, "--message-timeout-ms", "3000"
+    ) as workers:
+        wait_for(lambda: _copied_count(dst, "out-src.outage-seq") >= 5000, 60, "first batch")
+        local_env.stop_site("out-dst")
+        produce(src, "outage-seq", sequence_records(5000, 2, first=5000))
+        time.sleep(8)  # well past the 3 s message timeout
+        local_env.up(["out-dst"])
+        wait_for(
+            lambda: len({r.value for r in read_all(dst, "out-src.outage-seq")}) >= 10_000,
+            120,
+            "every record after the outage",
+        )
+        log_tail = workers[0].log_tail(400)
+        assert "failed at offset" in log_tail
+    copies = read_all(dst, "out-src.outage-seq")
+    assert {r.value for r in copies} == {str(i).encode() for i in range(10_000)}
+    try:
+        check_syncs_map_every_copy(copies, read_syncs(dst, "out-src"), "outage-seq")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\nworker log:\n{log_tail}") from None
