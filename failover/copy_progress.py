@@ -58,6 +58,8 @@ class PartitionProgress:
     start: int
     commit_position: int = field(init=False)
     in_flight: int = field(default=0, init=False)
+    #: one past the last source offset handed to the producer (where reading continues)
+    next_offset: int = field(init=False)
     failed_at: int | None = field(default=None, init=False)
     failure: str | None = field(default=None, init=False)
     _runs: deque[_Run] = field(default_factory=deque, init=False)
@@ -66,6 +68,7 @@ class PartitionProgress:
 
     def __post_init__(self) -> None:
         self.commit_position = self.start
+        self.next_offset = self.start
         self._runs.append(self._new_run(self.start, -1))
 
     def _new_run(self, begin: int, epoch: int) -> _Run:
@@ -98,6 +101,7 @@ class PartitionProgress:
         run.produced += 1
         run.pending += 1
         self.in_flight += 1
+        self.next_offset = source_offset + 1
 
     def seal(self, position: int) -> None:
         """Close the open run at ``position``: the consumer has read everything before it."""
@@ -191,6 +195,7 @@ class PartitionProgress:
             self._finished.append(FinishedRun(orphans, position))
         self._orphans = []
         self._runs = deque([self._new_run(position, -1)])
+        self.next_offset = position
         self.failed_at = None
         self.failure = None
         return position

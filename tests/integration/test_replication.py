@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from confluent_kafka import TopicPartition
 from replication_support import (
     WorkerProcess,
     check_syncs_map_every_copy,
@@ -211,3 +212,32 @@ def test_a_target_outage_longer_than_the_message_timeout_loses_nothing(
         check_syncs_map_every_copy(copies, read_syncs(dst, "out-src"), "outage-seq")
     except AssertionError as err:
         raise AssertionError(f"{err}\nworker log:\n{log_tail}") from None
+
+
+def test_records_deleted_before_they_were_copied_are_reported(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    create(east, "ret-seq", 1)
+    produce(east, "ret-seq", sequence_records(1000, 1))
+    topology = write_topology(
+        tmp_path / "ret.yaml",
+        "ret",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": ["ret-seq"]}}],
+    )
+    with running_workers(topology, ["east->west"], tmp_path):
+        wait_for(lambda: _copied_count(west, "east.ret-seq") >= 1000, 60, "the first records")
+    produce(east, "ret-seq", sequence_records(1000, 1, first=1000))
+    admin = admin_client(east)
+    deleted = admin.delete_records([TopicPartition("ret-seq", 0, 1500)])
+    for future in deleted.values():
+        future.result(timeout=30)
+    with running_workers(topology, ["east->west"], tmp_path) as workers:
+        wait_for(lambda: _copied_count(west, "east.ret-seq") >= 1500, 60, "the rest")
+        time.sleep(1)
+        log_tail = workers[0].log_tail(200)
+    assert "500 record(s) of ret-seq-0 were deleted by retention on east" in log_tail
+    values = [r.value for r in read_all(west, "east.ret-seq")]
+    expected = [str(i).encode() for i in (*range(1000), *range(1500, 2000))]
+    assert values == expected

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from drsvc.errors import KafkaUnavailableError
 from failover import provenance
@@ -50,7 +50,14 @@ def unsynced_copies(
     consumer = Consumer(config)
     try:
         tp = TopicPartition(remote_topic, partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+        except KafkaException as err:
+            if err.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+                return []  # the remote partition does not exist yet: nothing was copied there
+            raise KafkaUnavailableError(
+                f"reading the end of {remote_topic}-{partition}: {err}"
+            ) from err
         window = FIRST_WINDOW
         while True:
             begin = max(low, high - window)

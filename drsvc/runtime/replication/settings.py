@@ -47,6 +47,8 @@ class WorkerSettings:
     message_timeout_ms: int = 120_000
     #: largest produce request; records above a topic's own limit are refused by the broker
     max_request_bytes: int = 16 * 1024 * 1024
+    #: warn when a partition's position has not moved for this long while its log has more
+    stall_warning_s: float = 60.0
     settle_timeout_s: float = 30.0
     max_retry_backoff_s: float = 30.0
     sync_retention_ms: int = 7 * 24 * 3600 * 1000

@@ -72,6 +72,12 @@ class _Lane:
     acked_syncs: set[int] = field(default_factory=set)
     #: a sync was lost: rebuild syncs from the target before copying again
     needs_repair: bool = False
+    #: retention deleted records before they were copied: continue from this offset
+    reset_to: int | None = None
+    #: last consumer position seen and since when (monotonic), to spot a stalled partition
+    watched_position: int = -1
+    watched_since: float = 0.0
+    stall_reported: bool = False
     repair_at: float = 0.0
 
 
@@ -86,6 +92,8 @@ class WorkerStats:
     rewinds: int = 0
     syncs_written: int = 0
     skipped_loops: int = 0
+    records_lost_to_retention: int = 0
+    stalled_partitions: int = 0
 
 
 class FlowWorker:
@@ -144,6 +152,8 @@ class FlowWorker:
             now = time.monotonic()
             if now >= next_refresh:
                 self._refresh_topics()
+                if self._lanes:
+                    self._watch_for_stalls(now)
                 next_refresh = now + s.refresh_interval_s
             if not self._subscribed:
                 producer.poll(0.1)
@@ -250,6 +260,11 @@ class FlowWorker:
         if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             log.warning("source topic %s disappeared while being copied", msg.topic())
             return
+        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+            lane = self._lanes.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
+            if lane is not None and lane.reset_to is None:
+                self._retention_overtook(lane)
+            return
         log.warning("consuming %s: %s", self.settings.flow_id, err.str())
 
     # ------------------------------------------------------------------ runs, syncs, commits
@@ -260,7 +275,7 @@ class FlowWorker:
         lanes = [
             lane
             for lane in self._lanes.values()
-            if lane.progress.accepting and lane.resume_at is None
+            if lane.progress.accepting and lane.resume_at is None and lane.reset_to is None
         ]
         if lanes:
             for position in consumer.position([lane.source for lane in lanes]):
@@ -360,6 +375,8 @@ class FlowWorker:
         consumer = self._consumer
         assert consumer is not None
         for lane in list(self._lanes.values()):
+            if lane.reset_to is not None and lane.progress.in_flight == 0:
+                self._restart_after_retention(lane)
             # Seek again on resume: records fetched while paused were skipped, not copied.
             due = lane.resume_at is not None and now >= lane.resume_at
             if due and self._seek(lane, lane.resume_from):
@@ -395,6 +412,78 @@ class FlowWorker:
             lane.resume_from = position
             lane.resume_at = now + pause
             self._write_syncs()
+
+    def _retention_overtook(self, lane: _Lane) -> None:
+        """The next record to copy was deleted by retention on the source: say how many records
+        were lost, and continue from the log start once nothing of the partition is in flight."""
+        consumer = self._consumer
+        assert consumer is not None
+        low, _high = consumer.get_watermark_offsets(lane.source, timeout=10, cached=False)
+        lost = max(0, low - lane.progress.next_offset)
+        log.error(
+            "%d record(s) of %s-%s were deleted by retention on %s before they were copied "
+            "(next to copy %d, log now starts at %d); they are missing on %s",
+            lost,
+            lane.source.topic,
+            lane.source.partition,
+            self.settings.source_alias,
+            lane.progress.next_offset,
+            low,
+            self.settings.target_alias,
+        )
+        self.stats.records_lost_to_retention += lost
+        lane.reset_to = low
+
+    def _restart_after_retention(self, lane: _Lane) -> None:
+        """Finish the runs up to the last record read, then start a fresh run at the log start,
+        so no sync ever describes the deleted positions as empty."""
+        assert lane.reset_to is not None
+        progress = lane.progress
+        progress.seal(progress.next_offset)
+        self._write_syncs()
+        lane.progress = PartitionProgress(
+            progress.tp,
+            source_topic_id=progress.source_topic_id,
+            target_topic_id=progress.target_topic_id,
+            start=lane.reset_to,
+        )
+        lane.progress.commit_position = max(lane.reset_to, progress.commit_position)
+        if self._seek(lane, lane.reset_to):
+            lane.reset_to = None
+
+    def _watch_for_stalls(self, now: float) -> None:
+        """Warn when a partition's position stops moving while its log has more records: with
+        read_committed that is an open (hung) transaction holding every consumer back."""
+        consumer = self._consumer
+        assert consumer is not None
+        lanes = [lane for lane in self._lanes.values() if lane.resume_at is None]
+        if not lanes:
+            return
+        for position in consumer.position([lane.source for lane in lanes]):
+            lane = self._lanes.get((position.topic, position.partition))
+            if lane is None:
+                continue
+            if position.offset != lane.watched_position:
+                lane.watched_position = position.offset
+                lane.watched_since = now
+                lane.stall_reported = False
+                continue
+            if lane.stall_reported or now - lane.watched_since < self.settings.stall_warning_s:
+                continue
+            _low, high = consumer.get_watermark_offsets(lane.source, cached=True) or (-1, -1)
+            if high > position.offset >= 0:
+                log.warning(
+                    "%s-%s on %s has not advanced past offset %d for %.0fs although the log ends "
+                    "at %d: an open transaction (hung producer?) holds read_committed readers back",
+                    lane.source.topic,
+                    lane.source.partition,
+                    self.settings.source_alias,
+                    position.offset,
+                    now - lane.watched_since,
+                    high,
+                )
+                self.stats.stalled_partitions += 1
+                lane.stall_reported = True
 
     def _seek(self, lane: _Lane, position: int) -> bool:
         consumer = self._consumer
@@ -442,6 +531,15 @@ class FlowWorker:
             self._subscribed = wanted
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if any(
+            (m := self._mirrored.get(tp.topic)) is not None and tp.partition >= m.remote.partitions
+            for tp in partitions
+        ):
+            # The consumer saw new source partitions before discovery grew the remote topic.
+            try:
+                self._mirrored = self._mirror.refresh()
+            except KafkaUnavailableError as err:
+                log.warning("growing remote topics for new partitions: %s", err)
         starts = self._start_positions(consumer, partitions)
         assigned = []
         for tp in partitions:
@@ -512,6 +610,7 @@ class FlowWorker:
             key = (tp.topic, tp.partition)
             if tp.offset != OFFSET_INVALID and tp.offset >= 0:
                 if tp.offset < low:
+                    self.stats.records_lost_to_retention += low - tp.offset
                     log.error(
                         "%d record(s) of %s-%s were deleted by retention on %s before they were "
                         "copied (progress %d, log starts at %d)",
@@ -602,7 +701,8 @@ class FlowWorker:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
+                # Never jump silently: a position deleted by retention is reported and handled.
+                "auto.offset.reset": "error",
                 "enable.partition.eof": False,
                 "partition.assignment.strategy": "roundrobin",
                 "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),

@@ -1,0 +1,1 @@
+"""Stream processing for drsvc (faust-streaming on aiokafka)."""
