@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -41,6 +42,27 @@ def load_with_bootstraps(path: Path, state_dir: Path | None) -> tuple[Topology, 
             env = LocalEnvironment(Settings.from_env(state_dir=state_dir))
         bootstrap[alias] = env.bootstrap_servers(alias)
     return topology, bootstrap
+
+
+ConsulOption = Annotated[
+    str | None,
+    typer.Option(
+        "--consul",
+        help="Consul HTTP address host:port (default: DRSVC_CONSUL_HTTP_ADDR, else the local "
+        "environment's agent).",
+        show_default=False,
+    ),
+]
+
+
+def resolve_consul(option: str | None, state_dir: Path | None) -> str | None:
+    """The Consul HTTP address to use: the flag, the environment, or the local environment's."""
+    if option:
+        return option
+    from_env = os.environ.get("DRSVC_CONSUL_HTTP_ADDR")
+    if from_env:
+        return from_env
+    return LocalEnvironment(Settings.from_env(state_dir=state_dir)).info().consul_http_addr
 
 
 def configure_logging(verbose: bool) -> None:

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from drsvc.cli import dev, replicate, topology
+from drsvc.cli import dev, flow, replicate, topology
 from drsvc.errors import ConfigError, DrsvcError
 
 EXIT_FAILURE = 1
@@ -28,6 +28,7 @@ def build_app() -> typer.Typer:
     )
     app.add_typer(dev.build_app(), name="dev")
     app.add_typer(topology.build_app(), name="topology")
+    app.add_typer(flow.build_app(), name="flow")
     replicate.register(app)
     return app
 

@@ -10,7 +10,14 @@ from typing import Annotated
 
 import typer
 
-from drsvc.cli.common import StateDirOption, TopologyOption, configure_logging, load_with_bootstraps
+from drsvc.cli.common import (
+    ConsulOption,
+    StateDirOption,
+    TopologyOption,
+    configure_logging,
+    load_with_bootstraps,
+    resolve_consul,
+)
 from drsvc.errors import ConfigError
 from drsvc.runtime.replication.settings import COMPRESSION_TYPES, worker_settings
 from drsvc.runtime.replication.worker import FlowWorker
@@ -33,7 +40,14 @@ def register(app: typer.Typer) -> None:
         report_every_s: Annotated[
             float, typer.Option(help="Seconds between progress lines on stderr (0: none).")
         ] = 10.0,
+        throttle_bytes_per_s: Annotated[
+            int | None,
+            typer.Option(
+                help="Cap on bytes/s of keys and values (the flow control can override).", min=1
+            ),
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+        consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
         """Copy one flow of a topology, at least once, until interrupted (SIGINT/SIGTERM)."""
@@ -58,7 +72,14 @@ def register(app: typer.Typer) -> None:
             bootstrap,
             compression=compression,
             message_timeout_ms=message_timeout_ms,
+            throttle_bytes_per_s=throttle_bytes_per_s,
+            consul_http_addr=resolve_consul(consul, state_dir),
         )
+        if settings.consul_http_addr is None:
+            log.warning(
+                "no Consul agent known: pause, resume and throttle commands will not reach "
+                "this worker"
+            )
         worker = FlowWorker(settings)
 
         def stop(signum: int, _frame: FrameType | None) -> None:

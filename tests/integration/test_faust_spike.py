@@ -6,10 +6,15 @@ aiokafka use), and the ``word=count`` records the agent emits are read back with
 
 The test covers three phases with exact expectations:
 
-1. words produced before the worker starts are processed from the earliest offset;
+1. words produced before the first worker starts are processed from the earliest offset;
 2. words produced while the worker runs are processed live;
 3. after a clean stop (SIGTERM) a new worker restores the table from its changelog topic and
    resumes from the committed offsets, so counts continue and nothing is processed twice.
+
+In phase 3 the words are produced once the new worker reports that its rebalance (including the
+table recovery) has completed. Input already waiting while faust 0.15.3 restores a table can be
+dropped or processed twice (a faust race, independent of the broker; see
+docs/faust-on-kafka4.md), so the test does not exercise that case.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from drsvc.streams.faust_spike import changelog_topic
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 2
 OUTPUT_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 20.0
 LOG_TAIL_CHARS = 6000
 
@@ -50,9 +56,17 @@ class Worker:
 
     def __init__(self, args: Sequence[str], log_path: Path) -> None:
         self.log_path = log_path
+        self.ready_file = log_path.with_suffix(".ready")
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "drsvc.streams.faust_spike", *args],
+            [
+                sys.executable,
+                "-m",
+                "drsvc.streams.faust_spike",
+                *args,
+                "--ready-file",
+                str(self.ready_file),
+            ],
             cwd=REPO_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
@@ -68,6 +82,23 @@ class Worker:
         except OSError as err:
             return f"<worker log unreadable: {err}>"
         return text[-LOG_TAIL_CHARS:]
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Wait until the worker has completed its first rebalance; return the seconds waited."""
+        start = time.monotonic()
+        while not self.ready_file.exists():
+            if self.proc.poll() is not None:
+                pytest.fail(
+                    f"worker exited with {self.proc.returncode} before it was ready\n"
+                    f"--- worker log tail ---\n{self.log_tail()}"
+                )
+            if time.monotonic() - start >= timeout_s:
+                pytest.fail(
+                    f"worker not ready within {timeout_s:.0f}s\n"
+                    f"--- worker log tail ---\n{self.log_tail()}"
+                )
+            time.sleep(0.1)
+        return time.monotonic() - start
 
     def stop(self) -> int:
         """SIGTERM, then SIGKILL after a grace period; return the exit code (negative: signal)."""
@@ -245,9 +276,10 @@ def test_faust_word_count_on_kafka4(
         )
 
         # 3. A new worker restores the table from the changelog and resumes where it stopped.
-        produce_words(bootstrap, input_topic, words_in_random_order(BATCH_AFTER_RESTART, 3))
         second = Worker(args, tmp_path / "worker-2.log")
         workers.append(second)
+        second.wait_ready(READY_TIMEOUT_S)
+        produce_words(bootstrap, input_topic, words_in_random_order(BATCH_AFTER_RESTART, 3))
         expected += BATCH_AFTER_RESTART
         reader.read_until(expected, second, OUTPUT_TIMEOUT_S)
 

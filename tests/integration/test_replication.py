@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -241,3 +243,50 @@ def test_records_deleted_before_they_were_copied_are_reported(
     values = [r.value for r in read_all(west, "east.ret-seq")]
     expected = [str(i).encode() for i in (*range(1000), *range(1500, 2000))]
     assert values == expected
+
+
+def test_pause_resume_and_throttle_through_consul(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    consul = cluster_pair.consul_http_addr
+    assert consul is not None
+    create(east, "ctl-seq", 1)
+    topology = write_topology(
+        tmp_path / "ctl.yaml",
+        "ctl",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": ["ctl-seq"]}}],
+    )
+
+    def flow_cli(*args: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "drsvc.cli.main", "flow", *args, "east->west", "-t",
+             str(topology), "--consul", consul],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+    with running_workers(topology, ["east->west"], tmp_path, "--consul", consul) as workers:
+        worker = workers[0]
+        wait_for(lambda: "east.ctl-seq" in topics_of(west), 30, "the remote topic")
+        flow_cli("pause")
+        wait_for(lambda: '"paused": true' in worker.log_tail(200), 30, "the worker to pause")
+        produce(east, "ctl-seq", sequence_records(500, 1))
+        time.sleep(6)  # more than a refresh interval: a paused flow copies nothing
+        assert _copied_count(west, "east.ctl-seq") == 0
+
+        flow_cli("resume")
+        wait_for(lambda: _copied_count(west, "east.ctl-seq") >= 500, 30, "copying after resume")
+
+        flow_cli("throttle", "--bytes-per-s", "50000")
+        wait_for(lambda: '"throttle_bytes_per_s": 50000' in worker.log_tail(200), 30, "throttle")
+        big = [(0, b"k", b"x" * 1000, [], 0) for _ in range(200)]
+        started = time.monotonic()
+        produce(east, "ctl-seq", big)
+        wait_for(lambda: _copied_count(west, "east.ctl-seq") >= 700, 60, "throttled copying")
+        # 200 kB at 50 kB/s cannot take less than about 3 s, however fast the machine.
+        assert time.monotonic() - started >= 2.5
+        flow_cli("throttle")
+    values = [r.value for r in read_all(west, "east.ctl-seq")]
+    assert values[:500] == [str(i).encode() for i in range(500)]
+    assert len(values) == 700

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from drsvc.runtime.replication.control import control_key
 from drsvc.topology.models import Flow, Topology
 from failover.replication_policy import ReplicationPolicy
 from failover.topic_rules import InternalTopicNames, NameFilter
@@ -27,6 +28,11 @@ class WorkerSettings:
     target_client: Mapping[str, str]
     group_id: str
     sync_topic: str
+    #: Consul HTTP address and KV key of the flow's control document (pause, resume, throttle)
+    consul_http_addr: str | None = None
+    control_key: str | None = None
+    #: bytes per second of keys and values, unless the control document says otherwise
+    throttle_bytes_per_s: int | None = None
     start_kind: str = "earliest"
     start_timestamp_ms: int | None = None
     #: records per consume() call
@@ -79,6 +85,7 @@ def worker_settings(
         "sync_topic": names.offset_syncs_topic(flow.source),
         "start_kind": flow.start.kind,
         "start_timestamp_ms": flow.start.timestamp_ms,
+        "control_key": control_key(topology.namespace, flow.source, flow.target),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return WorkerSettings(**values)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ One worker process runs one flow (``east->west``) in at-least-once mode:
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -38,8 +39,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import admin_client, create_topic
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import ConfigError, CoordinatorUnavailableError, KafkaUnavailableError
+from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
 from drsvc.runtime.replication.repair import unsynced_copies
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
@@ -78,6 +81,8 @@ class _Lane:
     watched_position: int = -1
     watched_since: float = 0.0
     stall_reported: bool = False
+    #: paused by an operator (flow control); only a resume from there lets it copy again
+    operator_paused: bool = False
     repair_at: float = 0.0
 
 
@@ -110,6 +115,14 @@ class FlowWorker:
             settings.policy.format_remote_topic(settings.source_alias, "x") == "x"
         )
         self._consumer: Consumer | None = None
+        self._control = FlowControl()
+        self._throttle = Throttle(settings.throttle_bytes_per_s)
+        self._record_bytes = 1024
+        self._consul = (
+            ConsulClient(settings.consul_http_addr)
+            if settings.consul_http_addr is not None
+            else None
+        )
         self._producer: Producer | None = None
         self._mirror = TopicMirror(
             source_alias=settings.source_alias,
@@ -151,6 +164,7 @@ class FlowWorker:
         while not self._stop.is_set():
             now = time.monotonic()
             if now >= next_refresh:
+                self._apply_control()
                 self._refresh_topics()
                 if self._lanes:
                     self._watch_for_stalls(now)
@@ -158,9 +172,13 @@ class FlowWorker:
             if not self._subscribed:
                 producer.poll(0.1)
                 continue
-            messages = consumer.consume(s.batch_size, s.poll_timeout_s)
+            messages = consumer.consume(self._batch_size(), s.poll_timeout_s)
             if messages:
-                self._copy(messages)
+                sent = self._copy(messages)
+                # Sized as if records had at least 1 KiB, so that a run of tiny records does
+                # not let a burst of large ones through before the throttle sees them.
+                self._record_bytes = max(1024, sent // len(messages))
+                self._hold_back(self._throttle.wait_s(sent, time.monotonic()))
             producer.poll(0)
             now = time.monotonic()
             self._rewind_failed(now)
@@ -175,7 +193,8 @@ class FlowWorker:
 
     # ------------------------------------------------------------------ the hot path
 
-    def _copy(self, messages: list[Message]) -> None:  # noqa: PLR0915 (one loop, no calls per record)
+    def _copy(self, messages: list[Message]) -> int:  # noqa: PLR0915 (one loop, no calls per record)
+        """Produce the copies of ``messages``; return the bytes of key and value sent."""
         producer = self._producer
         assert producer is not None
         lanes: dict[Any, _Lane] = self._lanes
@@ -240,6 +259,23 @@ class FlowWorker:
         stats.records_read += len(messages)
         stats.bytes_copied += size
         stats.records_copied += copied
+        return size
+
+    def _batch_size(self) -> int:
+        """Records per batch: throttled flows take about a tenth of a second's worth at a time,
+        so a whole large batch never goes out in one burst."""
+        rate = self._throttle.bytes_per_s
+        if rate is None:
+            return self.settings.batch_size
+        return max(1, min(self.settings.batch_size, rate // (10 * self._record_bytes)))
+
+    def _hold_back(self, seconds: float) -> None:
+        """Throttle: wait, serving delivery reports meanwhile."""
+        producer = self._producer
+        assert producer is not None
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
+            producer.poll(min(left, 0.1))
 
     def _on_delivery(
         self, lane: _Lane, source_offset: int, err: KafkaError | None, msg: Message
@@ -378,7 +414,7 @@ class FlowWorker:
             if lane.reset_to is not None and lane.progress.in_flight == 0:
                 self._restart_after_retention(lane)
             # Seek again on resume: records fetched while paused were skipped, not copied.
-            due = lane.resume_at is not None and now >= lane.resume_at
+            due = lane.resume_at is not None and now >= lane.resume_at and not lane.operator_paused
             if due and self._seek(lane, lane.resume_from):
                 lane.resume_at = None
                 consumer.resume([lane.source])
@@ -503,6 +539,42 @@ class FlowWorker:
 
     # ------------------------------------------------------------------ topics and assignment
 
+    def _apply_control(self) -> None:
+        """Follow the operator's pause/resume/throttle document (see :mod:`.control`)."""
+        if self._consul is None or self.settings.control_key is None:
+            return
+        try:
+            control = read_control(self._consul, self.settings.control_key)
+        except (CoordinatorUnavailableError, ConfigError) as err:
+            log.warning(
+                "reading flow control of %s: %s (keeping the last)", self.settings.flow_id, err
+            )
+            return
+        if control != self._control:
+            log.info("flow control of %s: %s", self.settings.flow_id, control.to_json())
+        self._control = control
+        self._throttle.bytes_per_s = (
+            control.throttle_bytes_per_s or self.settings.throttle_bytes_per_s
+        )
+        for lane in list(self._lanes.values()):
+            self._follow_control(lane)
+
+    def _follow_control(self, lane: _Lane) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        paused = self._control.topic_paused(lane.source.topic)
+        if paused and not lane.operator_paused:
+            lane.operator_paused = True
+            consumer.pause([lane.source])
+            if lane.resume_at is None:
+                lane.resume_from = lane.progress.next_offset
+            lane.resume_at = math.inf
+            log.info("paused %s-%s", lane.source.topic, lane.source.partition)
+        elif not paused and lane.operator_paused:
+            lane.operator_paused = False
+            lane.resume_at = time.monotonic()
+            log.info("resuming %s-%s", lane.source.topic, lane.source.partition)
+
     def _refresh_topics(self) -> None:
         try:
             self._mirrored = self._mirror.refresh()
@@ -565,6 +637,8 @@ class FlowWorker:
             self._rebuild_syncs(lane, start)
             assigned.append(TopicPartition(tp.topic, tp.partition, start))
         consumer.assign(assigned)
+        for tp in assigned:
+            self._follow_control(self._lanes[(tp.topic, tp.partition)])
         log.info("flow %s took %d partition(s)", self.settings.flow_id, len(assigned))
 
     def _rebuild_syncs(self, lane: _Lane, start: int, timeout_s: float = 60.0) -> None:

@@ -1,0 +1,82 @@
+"""Operator control of a running flow: pause and resume it or single topics, throttle it.
+
+The control document lives in Consul KV at ``drsvc/<namespace>/flows/<source>/<target>/control``
+as JSON, so every worker of the flow, on any machine, follows the same switch; workers read it
+at every topic refresh (a few seconds). No document means: running, unthrottled.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    paused: bool = False
+    paused_topics: frozenset[str] = frozenset()
+    throttle_bytes_per_s: int | None = None
+
+    def topic_paused(self, topic: str) -> bool:
+        return self.paused or topic in self.paused_topics
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "paused": self.paused,
+                "paused_topics": sorted(self.paused_topics),
+                "throttle_bytes_per_s": self.throttle_bytes_per_s,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str, key: str) -> FlowControl:
+        try:
+            raw = json.loads(text)
+            throttle = raw.get("throttle_bytes_per_s")
+            if throttle is not None and (not isinstance(throttle, int) or throttle <= 0):
+                raise ValueError("throttle_bytes_per_s must be a positive integer or null")
+            return cls(
+                paused=bool(raw.get("paused", False)),
+                paused_topics=frozenset(str(t) for t in raw.get("paused_topics", [])),
+                throttle_bytes_per_s=throttle,
+            )
+        except (ValueError, AttributeError, TypeError) as err:
+            raise ConfigError(f"flow control document at {key} is invalid: {err}") from err
+
+
+def control_key(namespace: str, source: str, target: str) -> str:
+    return f"drsvc/{namespace}/flows/{source}/{target}/control"
+
+
+def read_control(client: ConsulClient, key: str) -> FlowControl:
+    text = client.kv_get(key)
+    return FlowControl() if text is None else FlowControl.from_json(text, key)
+
+
+def write_control(client: ConsulClient, key: str, control: FlowControl) -> None:
+    client.kv_put(key, control.to_json())
+
+
+@dataclass
+class Throttle:
+    """Keeps a byte rate at or under ``bytes_per_s`` over one-second windows."""
+
+    bytes_per_s: int | None = None
+    _window_start: float = field(default_factory=time.monotonic)
+    _window_bytes: int = 0
+
+    def wait_s(self, sent_bytes: int, now: float) -> float:
+        """Account ``sent_bytes``; return how long to hold back before sending more."""
+        if self.bytes_per_s is None:
+            return 0.0
+        if now - self._window_start >= 1.0:
+            self._window_start = now
+            self._window_bytes = 0
+        self._window_bytes += sent_bytes
+        earliest = self._window_start + self._window_bytes / self.bytes_per_s
+        return max(0.0, earliest - now)
