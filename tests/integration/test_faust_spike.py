@@ -76,7 +76,8 @@ class Worker:
         )
 
     def log_tail(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError as err:
@@ -286,7 +287,8 @@ def test_faust_word_count_on_kafka4(
         # Exactly one output record per input word, counting up without gaps or repeats.
         reader.drain(1.0)
         assert reader.values == {word: list(range(1, n + 1)) for word, n in expected.items()}, (
-            f"unexpected output sequence\n--- worker log tail ---\n{second.log_tail()}"
+            f"unexpected output sequence {reader.values}\n"
+            f"--- worker log tail ---\n{second.log_tail()}"
         )
         code = second.stop()
         assert code == 0, f"worker did not stop cleanly (exit {code})\n{second.log_tail()}"
