@@ -1,0 +1,136 @@
+"""The result of translating a consumer offset from one cluster to the other.
+
+A translation is either *known* (``offset`` is set) or *unknown* (``offset is None``); it never
+guesses. A known translation is *exact* when a consumer starting there neither re-reads nor skips
+anything; otherwise ``reason`` says why not and ``pending`` says how far off it may be::
+
+    reason              offset   exact   meaning
+    EXACT               set      yes     zero re-read, zero skip
+    AHEAD_OF_SYNCS      set      no      the position is past what the syncs describe: replication
+                                         (or the index) lags; ``pending`` offsets are not covered.
+                                         The offset is the end of what is known, so nothing is
+                                         skipped; records copied later may be read again.
+    REPLICATION_GAP     set      no      the replicator jumped over ``pending`` source offsets
+                                         (e.g. retention deleted them before they were copied);
+                                         whatever records were there are missing on the target
+    UNKNOWN_PARTITION   None     no      no sync has been seen for the partition
+    TOPIC_MISMATCH      None     no      the syncs are for another incarnation of the topic (id)
+    BEFORE_SYNCS        None     no      older than the oldest retained sync, or trimmed
+    LOG_TRUNCATED       None     no      the source log was truncated past the committed offset
+                                         (leader epoch check)
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from enum import StrEnum
+from typing import NamedTuple
+
+__all__ = ["Reason", "Translation", "TranslationBatch"]
+
+
+class Reason(StrEnum):
+    """Why a translation is what it is (see the module docstring)."""
+
+    EXACT = "exact"
+    AHEAD_OF_SYNCS = "ahead-of-syncs"
+    REPLICATION_GAP = "replication-gap"
+    UNKNOWN_PARTITION = "unknown-partition"
+    TOPIC_MISMATCH = "topic-mismatch"
+    BEFORE_SYNCS = "before-syncs"
+    LOG_TRUNCATED = "log-truncated"
+
+
+class Translation(NamedTuple):
+    """A translated offset (``None`` when unknown), the reason, and how many offsets are off.
+
+    A named tuple rather than a dataclass: translation is on the hot path of checkpointing and a
+    tuple is several times cheaper to create; it is just as immutable.
+    """
+
+    offset: int | None
+    reason: Reason
+    pending: int = 0
+    """For AHEAD_OF_SYNCS and REPLICATION_GAP: offsets (on the queried side) the syncs do not cover;
+    an upper bound on the records affected, since some of those offsets may hold no record."""
+
+    @property
+    def exact(self) -> bool:
+        """Zero re-read and zero skip."""
+        return self.reason is Reason.EXACT
+
+    @property
+    def known(self) -> bool:
+        """An offset was determined (exact or not)."""
+        return self.offset is not None
+
+    @property
+    def ahead_of_replication(self) -> bool:
+        """The queried position is past what the syncs cover."""
+        return self.reason is Reason.AHEAD_OF_SYNCS
+
+
+UNKNOWN_PARTITION = Translation(None, Reason.UNKNOWN_PARTITION)
+TOPIC_MISMATCH = Translation(None, Reason.TOPIC_MISMATCH)
+BEFORE_SYNCS = Translation(None, Reason.BEFORE_SYNCS)
+LOG_TRUNCATED = Translation(None, Reason.LOG_TRUNCATED)
+
+
+class TranslationBatch:
+    """Translations of many offsets of one partition, stored column-wise.
+
+    ``offsets[i]`` is ``-1`` where translation ``i`` is unknown. Indexing or iterating yields
+    :class:`Translation` values; the columns avoid creating one object per offset when a caller
+    only needs the numbers.
+    """
+
+    __slots__ = ("offsets", "pending", "reasons")
+
+    def __init__(self, offsets: array[int], reasons: list[Reason], pending: array[int]) -> None:
+        if not len(offsets) == len(reasons) == len(pending):
+            raise ValueError("translation batch columns differ in length")
+        self.offsets = offsets
+        self.reasons = reasons
+        self.pending = pending
+
+    @classmethod
+    def of(cls, translations: list[Translation]) -> TranslationBatch:
+        """A batch holding ``translations``."""
+        return cls(
+            array("q", [-1 if t.offset is None else t.offset for t in translations]),
+            [t.reason for t in translations],
+            array("q", [t.pending for t in translations]),
+        )
+
+    def __len__(self) -> int:
+        return len(self.reasons)
+
+    def __getitem__(self, i: int) -> Translation:
+        offset = self.offsets[i]
+        return Translation(None if offset < 0 else offset, self.reasons[i], self.pending[i])
+
+    def __iter__(self) -> Iterator[Translation]:
+        for offset, reason, pending in zip(self.offsets, self.reasons, self.pending, strict=True):
+            yield Translation(None if offset < 0 else offset, reason, pending)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TranslationBatch):
+            return (self.offsets, self.reasons, self.pending) == (
+                other.offsets,
+                other.reasons,
+                other.pending,
+            )
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TranslationBatch({list(self)!r})"
+
+    @property
+    def exact_count(self) -> int:
+        """How many of the translations are exact."""
+        return self.reasons.count(Reason.EXACT)
