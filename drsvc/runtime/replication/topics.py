@@ -40,6 +40,8 @@ class MirroredTopic:
     source: TopicInfo
     remote_name: str
     remote: TopicInfo
+    #: the remote topic's configs as drsvc sets them (retention among them)
+    configs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -172,7 +174,9 @@ class TopicMirror:
                 self.target_alias,
                 list(remote.offline_partitions),
             )
-        return MirroredTopic(source=source, remote_name=remote_name, remote=remote)
+        return MirroredTopic(
+            source=source, remote_name=remote_name, remote=remote, configs=dict(configs)
+        )
 
     def _describe_remote(self, remote_name: str) -> TopicInfo:
         # Topic creation is asynchronous on the brokers: wait briefly until metadata has it.

@@ -48,6 +48,7 @@ from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
 from failover import offset_syncs, provenance
 from failover.copy_progress import FinishedRun, PartitionProgress, standalone_syncs
+from failover.topic_configs import retention_shorter_than
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class FlowWorker:
         self._control = FlowControl()
         self._throttle = Throttle(settings.throttle_bytes_per_s)
         self._record_bytes = 1024
+        self._retention_warned: set[str] = set()
         self._consul = (
             ConsulClient(settings.consul_http_addr)
             if settings.consul_http_addr is not None
@@ -174,6 +176,7 @@ class FlowWorker:
                 continue
             messages = consumer.consume(self._batch_size(), s.poll_timeout_s)
             if messages:
+                self._check_backfill_age(messages[0])
                 sent = self._copy(messages)
                 # Sized as if records had at least 1 KiB, so that a run of tiny records does
                 # not let a burst of large ones through before the throttle sees them.
@@ -260,6 +263,29 @@ class FlowWorker:
         stats.bytes_copied += size
         stats.records_copied += copied
         return size
+
+    def _check_backfill_age(self, msg: Message) -> None:
+        """Warn (once per topic) when copies would be older than the remote topic's retention:
+        the target would delete them again right away. One record per batch is enough."""
+        topic = msg.topic()
+        if topic is None or topic in self._retention_warned:
+            return
+        mirrored = self._mirrored.get(topic)
+        ts_type, ts = msg.timestamp()
+        if mirrored is None or ts_type == TIMESTAMP_NOT_AVAILABLE:
+            return
+        age_ms = int(time.time() * 1000) - ts
+        if retention_shorter_than(mirrored.configs, age_ms):
+            self._retention_warned.add(topic)
+            log.warning(
+                "copying %s records %.1f h old into %s on %s, whose retention.ms is %s: the target "
+                "will delete them soon after they arrive",
+                topic,
+                age_ms / 3_600_000,
+                mirrored.remote_name,
+                self.settings.target_alias,
+                mirrored.configs.get("retention.ms"),
+            )
 
     def _batch_size(self) -> int:
         """Records per batch: throttled flows take about a tenth of a second's worth at a time,
