@@ -290,3 +290,34 @@ def test_pause_resume_and_throttle_through_consul(
     values = [r.value for r in read_all(west, "east.ctl-seq")]
     assert values[:500] == [str(i).encode() for i in range(500)]
     assert len(values) == 700
+
+
+def test_a_recreated_source_topic_is_copied_with_fresh_syncs(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    create(east, "recreate-seq", 1)
+    produce(east, "recreate-seq", sequence_records(100, 1, tag="old-"))
+    topology = write_topology(
+        tmp_path / "recreate.yaml",
+        "recreate",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": ["recreate-seq"]}}],
+    )
+    admin = admin_client(east)
+    with running_workers(topology, ["east->west"], tmp_path) as workers:
+        wait_for(lambda: _copied_count(west, "east.recreate-seq") >= 100, 60, "the old topic")
+        admin.delete_topics(["recreate-seq"])["recreate-seq"].result(timeout=30)
+        wait_for(lambda: "recreate-seq" not in topics_of(east), 30, "the deletion")
+        create(east, "recreate-seq", 1)
+        produce(east, "recreate-seq", sequence_records(50, 1, tag="new-"))
+        wait_for(lambda: _copied_count(west, "east.recreate-seq") >= 150, 60, "the new topic")
+        log_tail = workers[0].log_tail(300)
+    values = [r.value for r in read_all(west, "east.recreate-seq")]
+    assert values == [f"old-{i}".encode() for i in range(100)] + [
+        f"new-{i}".encode() for i in range(50)
+    ], log_tail
+    syncs = [s for s in read_syncs(west, "east") if s.topic == "recreate-seq"]
+    ids = [s.source_topic_id for s in syncs if s.segments]
+    assert len(set(ids)) == 2, "the new topic's syncs carry its own topic id"
+    assert ids == sorted(ids, key=ids.index)  # old id first, then only the new one

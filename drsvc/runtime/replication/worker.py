@@ -78,6 +78,8 @@ class _Lane:
     needs_repair: bool = False
     #: retention deleted records before they were copied: continue from this offset
     reset_to: int | None = None
+    #: the topic was recreated: the new (source, remote) topic ids to restart with
+    new_topic_ids: tuple[bytes, bytes] | None = None
     #: last consumer position seen and since when (monotonic), to spot a stalled partition
     watched_position: int = -1
     watched_since: float = 0.0
@@ -438,7 +440,7 @@ class FlowWorker:
         assert consumer is not None
         for lane in list(self._lanes.values()):
             if lane.reset_to is not None and lane.progress.in_flight == 0:
-                self._restart_after_retention(lane)
+                self._restart_lane(lane)
             # Seek again on resume: records fetched while paused were skipped, not copied.
             due = lane.resume_at is not None and now >= lane.resume_at and not lane.operator_paused
             if due and self._seek(lane, lane.resume_from):
@@ -475,11 +477,52 @@ class FlowWorker:
             lane.resume_at = now + pause
             self._write_syncs()
 
+    def _reassign(self, lane: _Lane, position: int) -> bool:
+        """Assign every lane again, ``lane`` at ``position`` and the others where they are."""
+        consumer = self._consumer
+        assert consumer is not None
+        others = [other.source for other in self._lanes.values() if other is not lane]
+        try:
+            positions = consumer.position(others) if others else []
+            assignment = [
+                TopicPartition(tp.topic, tp.partition, tp.offset)
+                for tp in positions
+                if tp.offset >= 0
+            ]
+            assignment += [
+                TopicPartition(
+                    tp.topic,
+                    tp.partition,
+                    self._lanes[(tp.topic, tp.partition)].progress.next_offset,
+                )
+                for tp in positions
+                if tp.offset < 0
+            ]
+            assignment.append(TopicPartition(lane.source.topic, lane.source.partition, position))
+            consumer.assign(assignment)
+            paused = [other.source for other in self._lanes.values() if other.resume_at is not None]
+            if paused:
+                consumer.pause(paused)
+        except KafkaException as err:
+            log.warning(
+                "re-assigning %s-%s at %d: %s (will retry)",
+                lane.source.topic,
+                lane.source.partition,
+                position,
+                err,
+            )
+            return False
+        return True
+
     def _retention_overtook(self, lane: _Lane) -> None:
         """The next record to copy was deleted by retention on the source: say how many records
         were lost, and continue from the log start once nothing of the partition is in flight."""
         consumer = self._consumer
         assert consumer is not None
+        # A position beyond the log can also mean the topic was recreated: look first.
+        self._refresh_topics()
+        if lane.new_topic_ids is not None:
+            return
         low, _high = consumer.get_watermark_offsets(lane.source, timeout=10, cached=False)
         lost = max(0, low - lane.progress.next_offset)
         log.error(
@@ -496,22 +539,50 @@ class FlowWorker:
         self.stats.records_lost_to_retention += lost
         lane.reset_to = low
 
-    def _restart_after_retention(self, lane: _Lane) -> None:
-        """Finish the runs up to the last record read, then start a fresh run at the log start,
-        so no sync ever describes the deleted positions as empty."""
+    def _restart_lane(self, lane: _Lane) -> None:
+        """Finish the runs up to the last record read, then start a fresh run at ``reset_to``
+        (after retention overtook the copy, or for a recreated topic, with its new ids), so no
+        sync ever describes deleted positions as empty or maps a new topic through old ids."""
         assert lane.reset_to is not None
         progress = lane.progress
         progress.seal(progress.next_offset)
         self._write_syncs()
-        lane.progress = PartitionProgress(
-            progress.tp,
-            source_topic_id=progress.source_topic_id,
-            target_topic_id=progress.target_topic_id,
-            start=lane.reset_to,
+        source_id, target_id = lane.new_topic_ids or (
+            progress.source_topic_id,
+            progress.target_topic_id,
         )
-        lane.progress.commit_position = max(lane.reset_to, progress.commit_position)
+        lane.progress = PartitionProgress(
+            progress.tp, source_topic_id=source_id, target_topic_id=target_id, start=lane.reset_to
+        )
+        if lane.new_topic_ids is None:
+            lane.progress.commit_position = max(lane.reset_to, progress.commit_position)
+        else:
+            lane.committed = -1  # another topic now: its progress starts over
         if self._seek(lane, lane.reset_to):
             lane.reset_to = None
+            lane.new_topic_ids = None
+
+    def _follow_recreated_topics(self) -> None:
+        """Restart lanes whose source or remote topic got a new id (deleted and recreated)."""
+        consumer = self._consumer
+        assert consumer is not None
+        for lane in list(self._lanes.values()):
+            mirrored = self._mirrored.get(lane.source.topic)
+            if mirrored is None or lane.new_topic_ids is not None:
+                continue
+            ids = (mirrored.source.topic_id, mirrored.remote.topic_id)
+            if ids == (lane.progress.source_topic_id, lane.progress.target_topic_id):
+                continue
+            low, _high = consumer.get_watermark_offsets(lane.source, timeout=10, cached=False)
+            log.error(
+                "%s-%s: the source or remote topic was deleted and recreated; copying the new "
+                "topic from its start (offset %d) with fresh offset syncs",
+                lane.source.topic,
+                lane.source.partition,
+                low,
+            )
+            lane.new_topic_ids = ids
+            lane.reset_to = low
 
     def _watch_for_stalls(self, now: float) -> None:
         """Warn when a partition's position stops moving while its log has more records: with
@@ -553,6 +624,10 @@ class FlowWorker:
         try:
             consumer.seek(TopicPartition(lane.source.topic, lane.source.partition, position))
         except KafkaException as err:
+            if err.args[0].code() == KafkaError._STATE:
+                # A partition whose fetcher stopped in error (offset out of range, a recreated
+                # topic) cannot seek: assign it again at the position instead.
+                return self._reassign(lane, position)
             log.warning(
                 "seeking %s-%s to %d: %s (will retry)",
                 lane.source.topic,
@@ -607,6 +682,7 @@ class FlowWorker:
         except KafkaUnavailableError as err:
             log.warning("topic discovery for %s failed: %s", self.settings.flow_id, err)
             return
+        self._follow_recreated_topics()
         wanted = sorted(self._mirrored)
         if wanted != self._subscribed:
             consumer = self._consumer
