@@ -12,8 +12,7 @@ setup:
 	bash deploy/install.sh
 
 demo: setup
-	$(VENV)/bin/drsvc dev up --clusters east,west
-	$(VENV)/bin/drsvc dev smoke
+	$(VENV)/bin/drsvc demo
 	@echo "The local environment keeps running; stop it with: $(VENV)/bin/drsvc dev down"
 
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from drsvc.cli import dev, flow, replicate, topology
+from drsvc.cli import demo, dev, flow, replicate, topology, translate
 from drsvc.errors import ConfigError, DrsvcError
 
 EXIT_FAILURE = 1
@@ -30,6 +30,8 @@ def build_app() -> typer.Typer:
     app.add_typer(topology.build_app(), name="topology")
     app.add_typer(flow.build_app(), name="flow")
     replicate.register(app)
+    demo.register(app)
+    translate.register(app)
     return app
 
 

@@ -122,10 +122,9 @@ def prepare(
             log4j_file,
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            site.cluster_id,
-            "-c",
-            str(props_file),
+            # One argument each: a cluster id may start with '-', which would read as a flag.
+            f"--cluster-id={site.cluster_id}",
+            f"--config={props_file}",
         )
         result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
         if result.returncode != 0:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from drsvc.devenv import kafka_node
+from drsvc.devenv.components import KafkaInstall
 from drsvc.devenv.kafka_node import last_error_line, server_properties
 from drsvc.devenv.state import BrokerNode, KafkaSite
 
@@ -60,3 +63,20 @@ def test_last_error_line_quotes_the_latest_error(tmp_path: Path) -> None:
     )
     assert last_error_line(log) == "[t] ERROR second problem"
     assert last_error_line(tmp_path / "missing.log") is None
+
+
+def test_a_cluster_id_starting_with_a_dash_is_passed_as_one_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = site_of(1).model_copy(update={"cluster_id": "-starts-with-dash"})
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(kafka_node.subprocess, "run", fake_run)
+    kafka_node.prepare(
+        tmp_path, site, site.nodes[0], "java", KafkaInstall(version="4", libs=tmp_path)
+    )
+    assert "--cluster-id=-starts-with-dash" in calls[0]
