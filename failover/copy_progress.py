@@ -63,7 +63,7 @@ class PartitionProgress:
     failed_at: int | None = field(default=None, init=False)
     failure: str | None = field(default=None, init=False)
     _runs: deque[_Run] = field(default_factory=deque, init=False)
-    _orphans: list[tuple[int, int]] = field(default_factory=list, init=False)
+    _orphans: list[tuple[int, int, int]] = field(default_factory=list, init=False)
     _finished: list[FinishedRun] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -120,8 +120,8 @@ class PartitionProgress:
         """The copy of ``source_offset`` landed at ``target_offset`` on the target."""
         self.in_flight -= 1
         if self.failed_at is not None and source_offset > self.failed_at:
-            self._orphans.append((source_offset, target_offset))
-            self._release(source_offset)
+            run = self._release(source_offset)
+            self._orphans.append((source_offset, target_offset, run.epoch))
             return
         run = self._release(source_offset)
         run.builder.add(source_offset, target_offset)
@@ -187,12 +187,20 @@ class PartitionProgress:
                 break
             end = position if run.end is None or run.end > position else run.end
             self._finished.append(FinishedRun(run.builder.build(end), end))
-        if self._orphans:
-            # A re-copy pass follows; these runs only record where the extra copies landed.
+        # A re-copy pass follows; these runs only record where the extra copies landed, one
+        # leader epoch per sync like every other run.
+        start = 0
+        while start < len(self._orphans):
+            epoch = self._orphans[start][2]
+            stop = start
+            while stop < len(self._orphans) and self._orphans[stop][2] == epoch:
+                stop += 1
+            copies = [(s, t) for s, t, _ in self._orphans[start:stop]]
             orphans = standalone_syncs(
-                self.tp, self.source_topic_id, self.target_topic_id, self._orphans
+                self.tp, self.source_topic_id, self.target_topic_id, copies, leader_epoch=epoch
             )
             self._finished.append(FinishedRun(orphans, position))
+            start = stop
         self._orphans = []
         self._runs = deque([self._new_run(position, -1)])
         self.next_offset = position
@@ -206,6 +214,7 @@ def standalone_syncs(
     source_topic_id: bytes,
     target_topic_id: bytes,
     copies: list[tuple[int, int]],
+    leader_epoch: int = -1,
 ) -> tuple[OffsetSync, ...]:
     """Syncs that map ``copies`` (``(source, target)`` pairs in target order) and claim nothing
     else: one run per block of consecutive source offsets.
@@ -220,7 +229,7 @@ def standalone_syncs(
             source_topic_id=source_topic_id,
             target_topic_id=target_topic_id,
             source_begin=block[0][0],
-            leader_epoch=-1,
+            leader_epoch=leader_epoch,
         )
         builder.add_all(block)
         syncs.extend(builder.build(block[-1][0] + 1))

@@ -76,6 +76,9 @@ class _Lane:
     acked_syncs: set[int] = field(default_factory=set)
     #: a sync was lost: rebuild syncs from the target before copying again
     needs_repair: bool = False
+    #: tickets of syncs that were not written, and the persisted position when the first failed
+    lost_syncs: set[int] = field(default_factory=set)
+    repair_from: int = 0
     #: retention deleted records before they were copied: continue from this offset
     reset_to: int | None = None
     #: the topic was recreated: the new (source, remote) topic ids to restart with
@@ -382,22 +385,29 @@ class FlowWorker:
         self, lane: _Lane, ticket: int, err: KafkaError | None, _msg: Message
     ) -> None:
         if err is not None:
-            # Those copies' mapping is not on the target: copy again from the last persisted
-            # position and rebuild the syncs of what is already there from its provenance.
+            # Those copies' mapping is not on the target. The ticket stays unacknowledged, so
+            # progress cannot move past it, until the syncs of everything from the position
+            # persisted now on are rebuilt from the target's provenance headers; then the
+            # partition is copied again from there.
             log.error(
                 "writing offset syncs for %s-%s failed: %s",
                 lane.source.topic,
                 lane.source.partition,
                 err.str(),
             )
+            if not lane.lost_syncs:
+                lane.repair_from = lane.progress.commit_position
+            lane.lost_syncs.add(ticket)
             lane.progress.syncs_lost(f"offset sync not written: {err.str()}")
             lane.needs_repair = True
-            lane.unacked_syncs.pop(ticket, None)
             return
         self.stats.syncs_written += 1
         lane.acked_syncs.add(ticket)
-        # Progress moves only over the syncs acknowledged in order (acks can come out of order
-        # when some fail).
+        self._advance(lane)
+
+    def _advance(self, lane: _Lane) -> None:
+        """Move progress over the syncs acknowledged in write order (acks can come out of order
+        when some fail)."""
         while lane.unacked_syncs:
             first = next(iter(lane.unacked_syncs))
             if first not in lane.acked_syncs:
@@ -452,12 +462,16 @@ class FlowWorker:
                 if now < lane.repair_at:
                     continue
                 try:
-                    self._rebuild_syncs(lane, lane.progress.commit_position, timeout_s=10.0)
+                    self._rebuild_syncs(lane, lane.repair_from, timeout_s=10.0)
                 except (KafkaUnavailableError, KafkaException) as err:
                     log.warning("cannot rebuild offset syncs yet (%s); retrying", err)
                     lane.repair_at = now + 5.0
                     continue
+                # The copies of the lost syncs are mapped again: their tickets count as written.
+                lane.acked_syncs |= lane.lost_syncs
+                lane.lost_syncs = set()
                 lane.needs_repair = False
+                self._advance(lane)
             reason = lane.progress.failure
             position = lane.progress.rewind()
             lane.failures_in_a_row += 1
