@@ -50,14 +50,21 @@ def unsynced_copies(
     consumer = Consumer(config)
     try:
         tp = TopicPartition(remote_topic, partition)
-        try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
-        except KafkaException as err:
-            if err.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
-                return []  # the remote partition does not exist yet: nothing was copied there
-            raise KafkaUnavailableError(
-                f"reading the end of {remote_topic}-{partition}: {err}"
-            ) from err
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+                break
+            except KafkaException as err:
+                code = err.args[0].code()
+                if code in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+                    return []  # the remote partition does not exist yet: nothing copied there
+                # A topic created a moment ago may have no leader yet: wait for one.
+                if not err.args[0].retriable() or time.monotonic() > deadline:
+                    raise KafkaUnavailableError(
+                        f"reading the end of {remote_topic}-{partition}: {err}"
+                    ) from err
+                time.sleep(0.2)
         window = FIRST_WINDOW
         while True:
             begin = max(low, high - window)

@@ -179,7 +179,7 @@ class FlowWorker:
             if not self._subscribed:
                 producer.poll(0.1)
                 continue
-            messages = consumer.consume(self._batch_size(), s.poll_timeout_s)
+            messages = self._next_batch()
             if messages:
                 self._check_backfill_age(messages[0])
                 sent = self._copy(messages)
@@ -213,17 +213,19 @@ class FlowWorker:
         stats = self.stats
         on_delivery = self._on_delivery
         lane: _Lane | None = None
-        lane_key: Any = None
+        lane_topic: str | None = None
+        lane_partition: int | None = -1
         copied = 0
         size = 0
         for msg in messages:
             if msg.error() is not None:
                 self._consume_error(msg)
                 continue
-            key = (msg.topic(), msg.partition())
-            if key != lane_key:
-                lane_key = key
-                lane = lanes.get(key)
+            topic = msg.topic()
+            partition = msg.partition()
+            if partition != lane_partition or topic != lane_topic:
+                lane_topic, lane_partition = topic, partition
+                lane = lanes.get((topic, partition))
             if lane is None or lane.resume_at is not None or not lane.progress.accepting:
                 continue
             offset: int = msg.offset()  # type: ignore[assignment]
@@ -237,6 +239,7 @@ class FlowWorker:
             value = msg.value()
             record_key = msg.key()
             epoch = msg.leader_epoch()
+            sent = False
             while True:
                 try:
                     produce(
@@ -248,10 +251,14 @@ class FlowWorker:
                         headers=headers,
                         on_delivery=partial(on_delivery, lane, offset),
                     )
+                    sent = True
                     break
                 except BufferError:
-                    # The producer queue is full: serve delivery reports, then try again.
+                    # The producer queue is full: serve delivery reports, then try again,
+                    # unless one of them was a failure of this partition (it rewinds first).
                     producer.poll(0.05)
+                    if not lane.progress.accepting:
+                        break
                 except KafkaException as err:
                     # Refused before sending (a partition the producer does not know yet, a
                     # record over the size limit): the same path as a failed delivery.
@@ -259,7 +266,7 @@ class FlowWorker:
                     lane.progress.failed(offset, err.args[0].str())
                     stats.delivery_failures += 1
                     break
-            if not lane.progress.accepting:
+            if not sent:
                 continue
             lane.progress.produced(offset, -1 if epoch is None else epoch)
             copied += 1
@@ -268,6 +275,20 @@ class FlowWorker:
         stats.bytes_copied += size
         stats.records_copied += copied
         return size
+
+    def _next_batch(self) -> list[Message]:
+        """Up to a batch of records without waiting when some are there; otherwise wait for the
+        first one (consume(n, timeout) would wait the whole timeout for n records)."""
+        consumer = self._consumer
+        assert consumer is not None
+        size = self._batch_size()
+        messages = consumer.consume(size, 0)
+        if messages:
+            return messages
+        messages = consumer.consume(1, self.settings.poll_timeout_s)
+        if messages and size > 1:
+            messages += consumer.consume(size - 1, 0)
+        return messages
 
     def _check_backfill_age(self, msg: Message) -> None:
         """Warn (once per topic) when copies would be older than the remote topic's retention:
