@@ -52,6 +52,8 @@ MAX_MESSAGE_BYTES = "max.message.bytes"
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
 """Kafka's default ``max.message.bytes``."""
 
+INT32_MAX = (1 << 31) - 1
+
 HEADER_ALLOWANCE_BYTES = 64 * 1024
 """Room added to ``max.message.bytes`` for the provenance header (and a batch's framing)."""
 
@@ -69,7 +71,8 @@ def remote_topic_configs(
     limit = source_max_message_bytes
     if limit is None:
         limit = int(source_explicit.get(MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES))
-    configs[MAX_MESSAGE_BYTES] = str(limit + HEADER_ALLOWANCE_BYTES)
+    # Brokers hold this config in a signed 32-bit int: a source at the top keeps the top.
+    configs[MAX_MESSAGE_BYTES] = str(min(limit + HEADER_ALLOWANCE_BYTES, INT32_MAX))
     return configs
 
 
