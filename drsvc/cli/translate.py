@@ -20,9 +20,17 @@ from drsvc.runtime.translation.group_translation import (
     translate_group,
 )
 
+HELP = (
+    "Translate the committed offsets of a consumer group from one cluster to another.\n\n"
+    "Failover (a flow FROM->TO exists): the group's offsets on FROM's topics become positions in "
+    "their copies on TO. Failback (a flow TO->FROM exists): its offsets on the copies on FROM "
+    "become positions in the originals on TO. Exact means zero records skipped and zero read "
+    "twice; otherwise the reason and the offsets affected are shown."
+)
+
 
 def register(app: typer.Typer) -> None:
-    @app.command()
+    @app.command(help=HELP)
     def translate(
         topology_file: TopologyOption,
         group: Annotated[str, typer.Option("--group", "-g", help="The consumer group.")],
@@ -38,13 +46,6 @@ def register(app: typer.Typer) -> None:
         ] = 30.0,
         state_dir: StateDirOption = None,
     ) -> None:
-        """Translate the committed offsets of a consumer group from one cluster to another.
-
-        Failover (a flow FROM->TO exists): the group's offsets on FROM's topics become positions
-        in their copies on TO. Failback (a flow TO->FROM exists): its offsets on the copies on
-        FROM become positions in the originals on TO. Exact means zero records skipped and zero
-        read twice; otherwise the reason and the offsets affected are shown.
-        """
         topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
         # Check the request before connecting anywhere: bad aliases and chains fail fast.
         select_flows(topology, group, from_alias, to_alias)

@@ -19,6 +19,7 @@ One worker process runs one flow (``east->west``) in at-least-once mode:
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -156,6 +157,10 @@ class FlowWorker:
         self._ensure_sync_topic()
         self._producer = Producer(self._producer_config())
         self._consumer = Consumer(self._consumer_config())
+        # What exists now lives as long as the worker: keep it out of the garbage collector's
+        # sight (its scans took a sixth of the worker's CPU per record when profiled).
+        gc.collect()
+        gc.freeze()
         try:
             self._loop(on_cycle)
         finally:

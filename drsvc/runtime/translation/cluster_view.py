@@ -12,6 +12,7 @@ open transactions do not count yet), the same view the replicator copies with.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,8 +23,15 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from drsvc.adapters.kafka_admin import admin_client, describe_topics
 from drsvc.errors import ConfigError, KafkaUnavailableError
-from drsvc.runtime.translation.sync_reader import SyncTopicRead, read_sync_topic
+from drsvc.runtime.translation.sync_reader import QUIET, SyncTopicRead, read_sync_topic
 from failover.offset_syncs import TopicPartition
+
+_COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+_UNAVAILABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, *_COORDINATOR_MOVING)
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,7 @@ class KafkaClusterView:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = admin_client(self._client["bootstrap.servers"], self._client)
+            self._admin = admin_client(self._client["bootstrap.servers"], {**self._client, **QUIET})
         return self._admin
 
     def committed_offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
@@ -76,7 +84,7 @@ class KafkaClusterView:
         # for every partition of the cluster, not through the Admin API: librdkafka's
         # ListConsumerGroupOffsets crashes the process when the coordinator answers
         # NOT_COORDINATOR (librdkafka issue 5040, still in 2.16), which happens while a group's
-        # coordinator moves or loads. The consumer path retries that error instead.
+        # coordinator moves or loads. The consumer path reports it as an error, asked again here.
         consumer = Consumer(
             {
                 **self._client,
@@ -84,10 +92,11 @@ class KafkaClusterView:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "socket.connection.setup.timeout.ms": 3000,
-                "log_level": 4,
+                **QUIET,
             }
         )
         what = f"committed offsets of group '{group}'"
+        deadline = time.monotonic() + self._timeout_s
         try:
             metadata = consumer.list_topics(timeout=self._timeout_s)
             partitions = [
@@ -96,10 +105,21 @@ class KafkaClusterView:
                 if not name.startswith("__")  # Kafka's own topics
                 for p in sorted(topic.partitions)
             ]
-            answer = consumer.committed(partitions, timeout=self._timeout_s) if partitions else []
+            answer: list[KafkaPartition] = []
+            while partitions:
+                try:
+                    answer = consumer.committed(partitions, timeout=self._timeout_s)
+                    break
+                except KafkaException as err:
+                    # The group's coordinator is moving or loading: ask again, for a while.
+                    if err.args[0].code() not in _COORDINATOR_MOVING:
+                        raise
+                    if time.monotonic() > deadline:
+                        raise self._unavailable(what, err) from err
+                    time.sleep(0.2)
         except KafkaException as err:
             error: KafkaError = err.args[0]
-            if error.retriable() or error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+            if error.retriable() or error.code() in _UNAVAILABLE:
                 raise self._unavailable(what, err) from err
             raise ConfigError(f"cluster '{self.alias}': {what}: {error.str()}") from err
         finally:
