@@ -116,9 +116,24 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+def start_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drsvc-test-reader"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
+            for p in metadata.partitions
+        }
+    finally:
+        consumer.close()
+
+
 def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> list[Record]:
     """Every record of ``topic`` up to its current end, ordered by partition and offset."""
     ends = end_offsets(bootstrap, topic)
+    starts = start_offsets(bootstrap, topic)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -129,8 +144,8 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") ->
     )
     records: list[Record] = []
     try:
-        todo = {p: end for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, 0) for p in todo])
+        todo = {p: end for p, end in ends.items() if end > starts.get(p, 0)}
+        consumer.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in todo])
         deadline = time.monotonic() + 120
         while todo and time.monotonic() < deadline:
             for msg in consumer.consume(10_000, 1.0):

@@ -26,6 +26,16 @@ log = logging.getLogger(__name__)
 
 FIRST_WINDOW = 10_000
 
+#: answers of a partition that has no leader yet (a topic created a moment ago), which librdkafka
+#: does not always mark as retriable
+LEADERLESS = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._NO_OFFSET,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+)
+
 
 def unsynced_copies(
     target_client: Mapping[str, Any],
@@ -60,7 +70,8 @@ def unsynced_copies(
                 if code in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
                     return []  # the remote partition does not exist yet: nothing copied there
                 # A topic created a moment ago may have no leader yet: wait for one.
-                if not err.args[0].retriable() or time.monotonic() > deadline:
+                transient = err.args[0].retriable() or code in LEADERLESS
+                if not transient or time.monotonic() > deadline:
                     raise KafkaUnavailableError(
                         f"reading the end of {remote_topic}-{partition}: {err}"
                     ) from err
