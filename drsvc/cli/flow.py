@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -38,6 +40,20 @@ def _target(
     return ConsulClient(address), control_key(topology.namespace, flow.source, flow.target)
 
 
+def _update(
+    topology_file: Path,
+    flow_id: str,
+    consul: str | None,
+    state_dir: Path | None,
+    change: Callable[[FlowControl], FlowControl],
+) -> None:
+    """Read the flow's control document, apply ``change``, write it back, show the result."""
+    client, key = _target(topology_file, flow_id, consul, state_dir)
+    updated = change(read_control(client, key))
+    write_control(client, key, updated)
+    typer.echo(f"{flow_id}: {updated.to_json()}")
+
+
 def build_app() -> typer.Typer:
     app = typer.Typer(help="Pause, resume and throttle running flows.", no_args_is_help=True)
 
@@ -50,16 +66,13 @@ def build_app() -> typer.Typer:
         state_dir: StateDirOption = None,
     ) -> None:
         """Stop copying a flow (or some of its topics); progress is kept."""
-        client, key = _target(topology_file, flow_id, consul, state_dir)
-        current = read_control(client, key)
-        if topic:
-            updated = FlowControl(
-                current.paused, current.paused_topics | set(topic), current.throttle_bytes_per_s
-            )
-        else:
-            updated = FlowControl(True, current.paused_topics, current.throttle_bytes_per_s)
-        write_control(client, key, updated)
-        typer.echo(f"{flow_id}: {updated.to_json()}")
+
+        def change(c: FlowControl) -> FlowControl:
+            if topic:
+                return replace(c, paused_topics=c.paused_topics | set(topic))
+            return replace(c, paused=True)
+
+        _update(topology_file, flow_id, consul, state_dir, change)
 
     @app.command()
     def resume(
@@ -70,16 +83,13 @@ def build_app() -> typer.Typer:
         state_dir: StateDirOption = None,
     ) -> None:
         """Copy again from where the flow (or topic) stopped."""
-        client, key = _target(topology_file, flow_id, consul, state_dir)
-        current = read_control(client, key)
-        if topic:
-            updated = FlowControl(
-                current.paused, current.paused_topics - set(topic), current.throttle_bytes_per_s
-            )
-        else:
-            updated = FlowControl(False, frozenset(), current.throttle_bytes_per_s)
-        write_control(client, key, updated)
-        typer.echo(f"{flow_id}: {updated.to_json()}")
+
+        def change(c: FlowControl) -> FlowControl:
+            if topic:
+                return replace(c, paused_topics=c.paused_topics - set(topic))
+            return replace(c, paused=False, paused_topics=frozenset())
+
+        _update(topology_file, flow_id, consul, state_dir, change)
 
     @app.command()
     def throttle(
@@ -93,10 +103,12 @@ def build_app() -> typer.Typer:
         state_dir: StateDirOption = None,
     ) -> None:
         """Cap the rate of a flow (keys and values, per worker)."""
-        client, key = _target(topology_file, flow_id, consul, state_dir)
-        current = read_control(client, key)
-        updated = FlowControl(current.paused, current.paused_topics, bytes_per_s)
-        write_control(client, key, updated)
-        typer.echo(f"{flow_id}: {updated.to_json()}")
+        _update(
+            topology_file,
+            flow_id,
+            consul,
+            state_dir,
+            lambda c: replace(c, throttle_bytes_per_s=bytes_per_s),
+        )
 
     return app

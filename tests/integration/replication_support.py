@@ -102,38 +102,30 @@ def topics_of(bootstrap: str) -> set[str]:
     return set(admin_client(bootstrap).list_topics(timeout=10).topics)
 
 
+def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """(log start, log end) of every partition of ``topic``; empty if it does not exist."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drsvc-test-reader"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in metadata.partitions
+        }
+    finally:
+        consumer.close()
+
+
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drsvc-test-reader"})
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return {}
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in metadata.partitions
-        }
-    finally:
-        consumer.close()
-
-
-def start_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drsvc-test-reader"})
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return {}
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
-            for p in metadata.partitions
-        }
-    finally:
-        consumer.close()
+    return {p: high for p, (_low, high) in watermarks(bootstrap, topic).items()}
 
 
 def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> list[Record]:
     """Every record of ``topic`` up to its current end, ordered by partition and offset."""
-    ends = end_offsets(bootstrap, topic)
-    starts = start_offsets(bootstrap, topic)
+    marks = watermarks(bootstrap, topic)
+    ends = {p: high for p, (_low, high) in marks.items()}
+    starts = {p: low for p, (low, _high) in marks.items()}
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
