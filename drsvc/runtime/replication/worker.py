@@ -25,7 +25,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -43,13 +42,15 @@ from confluent_kafka import (
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.errors import ConfigError, CoordinatorUnavailableError, KafkaUnavailableError
+from drsvc.runtime.replication.anomalies import BackfillAgeCheck, watch_for_stalls
+from drsvc.runtime.replication.client_configs import consumer_config, producer_config
 from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
-from drsvc.runtime.replication.repair import unsynced_copies
+from drsvc.runtime.replication.lane import Lane, WorkerStats
 from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.sync_writer import SyncWriter
 from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
 from failover import offset_syncs, provenance
-from failover.copy_progress import FinishedRun, PartitionProgress, standalone_syncs
-from failover.topic_configs import retention_shorter_than
+from failover.copy_progress import PartitionProgress
 
 log = logging.getLogger(__name__)
 
@@ -59,55 +60,6 @@ SYNC_TOPIC_CONFIGS = {
 }
 
 
-@dataclass
-class _Lane:
-    """One source partition this worker copies."""
-
-    source: TopicPartition
-    remote_topic: str
-    progress: PartitionProgress
-    prefix: bytes
-    committed: int = -1
-    failures_in_a_row: int = 0
-    resume_at: float | None = None
-    resume_from: int = 0
-    next_sync_ticket: int = 0
-    #: syncs written and not yet acknowledged, in write order: ticket -> run end (or -1)
-    unacked_syncs: dict[int, int] = field(default_factory=dict)
-    acked_syncs: set[int] = field(default_factory=set)
-    #: a sync was lost: rebuild syncs from the target before copying again
-    needs_repair: bool = False
-    #: tickets of syncs that were not written, and the persisted position when the first failed
-    lost_syncs: set[int] = field(default_factory=set)
-    repair_from: int = 0
-    #: retention deleted records before they were copied: continue from this offset
-    reset_to: int | None = None
-    #: the topic was recreated: the new (source, remote) topic ids to restart with
-    new_topic_ids: tuple[bytes, bytes] | None = None
-    #: last consumer position seen and since when (monotonic), to spot a stalled partition
-    watched_position: int = -1
-    watched_since: float = 0.0
-    stall_reported: bool = False
-    #: paused by an operator (flow control); only a resume from there lets it copy again
-    operator_paused: bool = False
-    repair_at: float = 0.0
-
-
-@dataclass
-class WorkerStats:
-    """Counters a benchmark or status report reads (monotonic, never reset)."""
-
-    records_read: int = 0
-    records_copied: int = 0
-    bytes_copied: int = 0
-    delivery_failures: int = 0
-    rewinds: int = 0
-    syncs_written: int = 0
-    skipped_loops: int = 0
-    records_lost_to_retention: int = 0
-    stalled_partitions: int = 0
-
-
 class FlowWorker:
     """Copies one flow until :meth:`stop` is called (see the module docstring)."""
 
@@ -115,7 +67,7 @@ class FlowWorker:
         self.settings = settings
         self.stats = WorkerStats()
         self._stop = threading.Event()
-        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self._lanes: dict[tuple[str, int], Lane] = {}
         self._subscribed: list[str] = []
         self._mirrored: dict[str, MirroredTopic] = {}
         self._identity_loop_check = (
@@ -125,7 +77,7 @@ class FlowWorker:
         self._control = FlowControl()
         self._throttle = Throttle(settings.throttle_bytes_per_s)
         self._record_bytes = 1024
-        self._retention_warned: set[str] = set()
+        self._backfill_check = BackfillAgeCheck(settings.target_alias)
         self._consul = (
             ConsulClient(settings.consul_http_addr)
             if settings.consul_http_addr is not None
@@ -155,8 +107,9 @@ class FlowWorker:
     def run(self, on_cycle: Callable[[FlowWorker], None] | None = None) -> None:
         """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
         self._ensure_sync_topic()
-        self._producer = Producer(self._producer_config())
-        self._consumer = Consumer(self._consumer_config())
+        self._producer = Producer(producer_config(self.settings))
+        self._syncs = SyncWriter(self.settings, self._producer, self.stats)
+        self._consumer = Consumer(consumer_config(self.settings))
         # What exists now lives as long as the worker: keep it out of the garbage collector's
         # sight (its scans took a sixth of the worker's CPU per record when profiled).
         gc.collect()
@@ -179,14 +132,16 @@ class FlowWorker:
                 self._apply_control()
                 self._refresh_topics()
                 if self._lanes:
-                    self._watch_for_stalls(now)
+                    watch_for_stalls(
+                        consumer, list(self._lanes.values()), now, self.settings, self.stats
+                    )
                 next_refresh = now + s.refresh_interval_s
             if not self._subscribed:
                 producer.poll(0.1)
                 continue
             messages = self._next_batch()
             if messages:
-                self._check_backfill_age(messages[0])
+                self._backfill_check.check(messages[0], self._mirrored)
                 sent = self._copy(messages)
                 # Sized as if records had at least 1 KiB, so that a run of tiny records does
                 # not let a burst of large ones through before the throttle sees them.
@@ -210,14 +165,14 @@ class FlowWorker:
         """Produce the copies of ``messages``; return the bytes of key and value sent."""
         producer = self._producer
         assert producer is not None
-        lanes: dict[Any, _Lane] = self._lanes
+        lanes: dict[Any, Lane] = self._lanes
         produce = producer.produce
         header_key = provenance.PROVENANCE_HEADER
         target = self.settings.target_alias
         loop_check = self._identity_loop_check
         stats = self.stats
         on_delivery = self._on_delivery
-        lane: _Lane | None = None
+        lane: Lane | None = None
         lane_topic: str | None = None
         lane_partition: int | None = -1
         copied = 0
@@ -295,29 +250,6 @@ class FlowWorker:
             messages += consumer.consume(size - 1, 0)
         return messages
 
-    def _check_backfill_age(self, msg: Message) -> None:
-        """Warn (once per topic) when copies would be older than the remote topic's retention:
-        the target would delete them again right away. One record per batch is enough."""
-        topic = msg.topic()
-        if topic is None or topic in self._retention_warned:
-            return
-        mirrored = self._mirrored.get(topic)
-        ts_type, ts = msg.timestamp()
-        if mirrored is None or ts_type == TIMESTAMP_NOT_AVAILABLE:
-            return
-        age_ms = int(time.time() * 1000) - ts
-        if retention_shorter_than(mirrored.configs, age_ms):
-            self._retention_warned.add(topic)
-            log.warning(
-                "copying %s records %.1f h old into %s on %s, whose retention.ms is %s: the target "
-                "will delete them soon after they arrive",
-                topic,
-                age_ms / 3_600_000,
-                mirrored.remote_name,
-                self.settings.target_alias,
-                mirrored.configs.get("retention.ms"),
-            )
-
     def _batch_size(self) -> int:
         """Records per batch: throttled flows take about a tenth of a second's worth at a time,
         so a whole large batch never goes out in one burst."""
@@ -335,7 +267,7 @@ class FlowWorker:
             producer.poll(min(left, 0.1))
 
     def _on_delivery(
-        self, lane: _Lane, source_offset: int, err: KafkaError | None, msg: Message
+        self, lane: Lane, source_offset: int, err: KafkaError | None, msg: Message
     ) -> None:
         # Each report carries its source offset: after a failure librdkafka may report queued
         # records (timed out) before those already sent, so report order is not produce order.
@@ -382,70 +314,9 @@ class FlowWorker:
         assert producer is not None
         for lane in list(self._lanes.values()):
             for finished in lane.progress.take_finished():
-                self._produce_syncs(lane, finished)
+                self._syncs.write(lane, finished)
 
-    def _produce_syncs(self, lane: _Lane, finished: FinishedRun) -> None:
-        producer = self._producer
-        assert producer is not None
-        for index, sync in enumerate(finished.syncs):
-            key, value = offset_syncs.encode_sync(sync)
-            # Only the last sync of a run moves progress; earlier ones carry -1.
-            end = finished.end if index == len(finished.syncs) - 1 else -1
-            ticket = lane.next_sync_ticket
-            lane.next_sync_ticket += 1
-            lane.unacked_syncs[ticket] = end
-            while True:
-                try:
-                    producer.produce(
-                        self.settings.sync_topic,
-                        value,
-                        key,
-                        partition=0,
-                        on_delivery=partial(self._on_sync_delivery, lane, ticket),
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-
-    def _on_sync_delivery(
-        self, lane: _Lane, ticket: int, err: KafkaError | None, _msg: Message
-    ) -> None:
-        if err is not None:
-            # Those copies' mapping is not on the target. The ticket stays unacknowledged, so
-            # progress cannot move past it, until the syncs of everything from the position
-            # persisted now on are rebuilt from the target's provenance headers; then the
-            # partition is copied again from there.
-            log.error(
-                "writing offset syncs for %s-%s failed: %s",
-                lane.source.topic,
-                lane.source.partition,
-                err.str(),
-            )
-            if not lane.lost_syncs:
-                lane.repair_from = lane.progress.commit_position
-            lane.lost_syncs.add(ticket)
-            lane.progress.syncs_lost(f"offset sync not written: {err.str()}")
-            lane.needs_repair = True
-            return
-        self.stats.syncs_written += 1
-        lane.acked_syncs.add(ticket)
-        self._advance(lane)
-
-    def _advance(self, lane: _Lane) -> None:
-        """Move progress over the syncs acknowledged in write order (acks can come out of order
-        when some fail)."""
-        while lane.unacked_syncs:
-            first = next(iter(lane.unacked_syncs))
-            if first not in lane.acked_syncs:
-                break
-            end = lane.unacked_syncs.pop(first)
-            lane.acked_syncs.discard(first)
-            if end >= 0:
-                lane.progress.persisted(end)
-                if end > lane.resume_from:
-                    lane.failures_in_a_row = 0
-
-    def _commit(self, asynchronous: bool, lanes: list[_Lane] | None = None) -> None:
+    def _commit(self, asynchronous: bool, lanes: list[Lane] | None = None) -> None:
         consumer = self._consumer
         assert consumer is not None
         offsets = []
@@ -488,7 +359,7 @@ class FlowWorker:
                 if now < lane.repair_at:
                     continue
                 try:
-                    self._rebuild_syncs(lane, lane.repair_from, timeout_s=10.0)
+                    self._syncs.rebuild(lane, lane.repair_from, timeout_s=10.0)
                 except (KafkaUnavailableError, KafkaException) as err:
                     log.warning("cannot rebuild offset syncs yet (%s); retrying", err)
                     lane.repair_at = now + 5.0
@@ -497,7 +368,7 @@ class FlowWorker:
                 lane.acked_syncs |= lane.lost_syncs
                 lane.lost_syncs = set()
                 lane.needs_repair = False
-                self._advance(lane)
+                self._syncs.advance(lane)
             reason = lane.progress.failure
             position = lane.progress.rewind()
             lane.failures_in_a_row += 1
@@ -517,7 +388,7 @@ class FlowWorker:
             lane.resume_at = now + pause
             self._write_syncs()
 
-    def _reassign(self, lane: _Lane, position: int) -> bool:
+    def _reassign(self, lane: Lane, position: int) -> bool:
         """Assign every lane again, ``lane`` at ``position`` and the others where they are."""
         consumer = self._consumer
         assert consumer is not None
@@ -554,7 +425,7 @@ class FlowWorker:
             return False
         return True
 
-    def _retention_overtook(self, lane: _Lane) -> None:
+    def _retention_overtook(self, lane: Lane) -> None:
         """The next record to copy was deleted by retention on the source: say how many records
         were lost, and continue from the log start once nothing of the partition is in flight."""
         consumer = self._consumer
@@ -579,7 +450,7 @@ class FlowWorker:
         self.stats.records_lost_to_retention += lost
         lane.reset_to = low
 
-    def _restart_lane(self, lane: _Lane) -> None:
+    def _restart_lane(self, lane: Lane) -> None:
         """Finish the runs up to the last record read, then start a fresh run at ``reset_to``
         (after retention overtook the copy, or for a recreated topic, with its new ids), so no
         sync ever describes deleted positions as empty or maps a new topic through old ids."""
@@ -624,41 +495,7 @@ class FlowWorker:
             lane.new_topic_ids = ids
             lane.reset_to = low
 
-    def _watch_for_stalls(self, now: float) -> None:
-        """Warn when a partition's position stops moving while its log has more records: with
-        read_committed that is an open (hung) transaction holding every consumer back."""
-        consumer = self._consumer
-        assert consumer is not None
-        lanes = [lane for lane in self._lanes.values() if lane.resume_at is None]
-        if not lanes:
-            return
-        for position in consumer.position([lane.source for lane in lanes]):
-            lane = self._lanes.get((position.topic, position.partition))
-            if lane is None:
-                continue
-            if position.offset != lane.watched_position:
-                lane.watched_position = position.offset
-                lane.watched_since = now
-                lane.stall_reported = False
-                continue
-            if lane.stall_reported or now - lane.watched_since < self.settings.stall_warning_s:
-                continue
-            _low, high = consumer.get_watermark_offsets(lane.source, cached=True) or (-1, -1)
-            if high > position.offset >= 0:
-                log.warning(
-                    "%s-%s on %s has not advanced past offset %d for %.0fs although the log ends "
-                    "at %d: an open transaction (hung producer?) holds read_committed readers back",
-                    lane.source.topic,
-                    lane.source.partition,
-                    self.settings.source_alias,
-                    position.offset,
-                    now - lane.watched_since,
-                    high,
-                )
-                self.stats.stalled_partitions += 1
-                lane.stall_reported = True
-
-    def _seek(self, lane: _Lane, position: int) -> bool:
+    def _seek(self, lane: Lane, position: int) -> bool:
         consumer = self._consumer
         assert consumer is not None
         try:
@@ -700,7 +537,7 @@ class FlowWorker:
         for lane in list(self._lanes.values()):
             self._follow_control(lane)
 
-    def _follow_control(self, lane: _Lane) -> None:
+    def _follow_control(self, lane: Lane) -> None:
         consumer = self._consumer
         assert consumer is not None
         paused = self._control.topic_paused(lane.source.topic)
@@ -768,7 +605,7 @@ class FlowWorker:
                 target_topic_id=mirrored.remote.topic_id,
                 start=start,
             )
-            lane = _Lane(
+            lane = Lane(
                 source=source,
                 remote_topic=mirrored.remote_name,
                 progress=progress,
@@ -776,41 +613,12 @@ class FlowWorker:
                 committed=start,
             )
             self._lanes[(tp.topic, tp.partition)] = lane
-            self._rebuild_syncs(lane, start)
+            self._syncs.rebuild(lane, start)
             assigned.append(TopicPartition(tp.topic, tp.partition, start))
         consumer.assign(assigned)
         for tp in assigned:
             self._follow_control(self._lanes[(tp.topic, tp.partition)])
         log.info("flow %s took %d partition(s)", self.settings.flow_id, len(assigned))
-
-    def _rebuild_syncs(self, lane: _Lane, start: int, timeout_s: float = 60.0) -> None:
-        """Write syncs for copies on the target, made from source offsets ``start`` onwards,
-        that a crash or a lost sync left unmapped (found by their provenance headers)."""
-        copies = unsynced_copies(
-            self.settings.target_client,
-            lane.remote_topic,
-            lane.source.partition,
-            self.settings.source_alias,
-            lane.source.topic,
-            start,
-            timeout_s=timeout_s,
-        )
-        if not copies:
-            return
-        log.warning(
-            "%s-%s: rebuilding offset syncs of %d copies on %s at or after offset %d from their "
-            "provenance headers",
-            lane.source.topic,
-            lane.source.partition,
-            len(copies),
-            self.settings.target_alias,
-            start,
-        )
-        progress = lane.progress
-        syncs = standalone_syncs(
-            progress.tp, progress.source_topic_id, progress.target_topic_id, copies
-        )
-        self._produce_syncs(lane, FinishedRun(syncs, -1))
 
     def _start_positions(
         self, consumer: Consumer, partitions: list[TopicPartition]
@@ -865,7 +673,7 @@ class FlowWorker:
         self._drop(lanes)
         consumer.unassign()
 
-    def _settle(self, lanes: list[_Lane]) -> None:
+    def _settle(self, lanes: list[Lane]) -> None:
         """Let in-flight records land, seal and write the syncs of ``lanes``, wait for them."""
         producer, consumer = self._producer, self._consumer
         assert producer is not None and consumer is not None
@@ -882,7 +690,7 @@ class FlowWorker:
         self._write_syncs()
         producer.flush(self.settings.settle_timeout_s)
 
-    def _drop(self, lanes: list[_Lane]) -> None:
+    def _drop(self, lanes: list[Lane]) -> None:
         for lane in lanes:
             self._lanes.pop((lane.source.topic, lane.source.partition), None)
 
@@ -907,50 +715,3 @@ class FlowWorker:
                 consumer.close()
             if producer is not None:
                 producer.flush(self.settings.settle_timeout_s)
-
-    def _consumer_config(self) -> dict[str, Any]:
-        s = self.settings
-        config: dict[str, Any] = dict(s.source_client)
-        config.update(
-            {
-                "group.id": s.group_id,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
-                # Never jump silently: a position deleted by retention is reported and handled.
-                "auto.offset.reset": "error",
-                "enable.partition.eof": False,
-                "partition.assignment.strategy": "roundrobin",
-                "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),
-                "fetch.wait.max.ms": 100,
-                "queued.max.messages.kbytes": s.fetch_queue_kbytes,
-                "max.partition.fetch.bytes": 4 * 1024 * 1024,
-                "client.id": f"drsvc-{s.flow_id}",
-                "log_level": 4,
-            }
-        )
-        return config
-
-    def _producer_config(self) -> dict[str, Any]:
-        s = self.settings
-        config: dict[str, Any] = dict(s.target_client)
-        config.update(
-            {
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": s.linger_ms,
-                "batch.size": 1024 * 1024,
-                "batch.num.messages": 10000,
-                "compression.type": s.compression,
-                "queue.buffering.max.messages": s.producer_queue_messages,
-                "queue.buffering.max.kbytes": s.producer_queue_kbytes,
-                "message.timeout.ms": s.message_timeout_ms,
-                # The topic's max.message.bytes on the target decides what fits, not the client.
-                "message.max.bytes": s.max_request_bytes,
-                # Learn about grown remote topics quickly (the default is five minutes).
-                "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),
-                "client.id": f"drsvc-{s.flow_id}",
-                "log_level": 4,
-            }
-        )
-        return config

@@ -1,0 +1,119 @@
+"""Writing a flow's offset syncs, and moving progress only over what the target acknowledged.
+
+Syncs of one source partition are written in order to the flow's sync topic. Acknowledgements can
+come out of order when some writes fail, so progress moves only over the syncs acknowledged in
+write order. A lost write holds progress back until the syncs of everything from the position then
+persisted are rebuilt from the target's own log (provenance headers, see :mod:`.repair`).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from drsvc.runtime.replication.lane import Lane, WorkerStats
+from drsvc.runtime.replication.repair import unsynced_copies
+from drsvc.runtime.replication.settings import WorkerSettings
+from failover import offset_syncs
+from failover.copy_progress import FinishedRun, standalone_syncs
+
+log = logging.getLogger(__name__)
+
+
+class SyncWriter:
+    """Writes offset syncs for the lanes of one worker through its producer."""
+
+    def __init__(self, settings: WorkerSettings, producer: Producer, stats: WorkerStats) -> None:
+        self.settings = settings
+        self.producer = producer
+        self.stats = stats
+
+    def write(self, lane: Lane, finished: FinishedRun) -> None:
+        """Write the syncs of a finished run; progress moves once they are acknowledged."""
+        producer = self.producer
+        for index, sync in enumerate(finished.syncs):
+            key, value = offset_syncs.encode_sync(sync)
+            # Only the last sync of a run moves progress; earlier ones carry -1.
+            end = finished.end if index == len(finished.syncs) - 1 else -1
+            ticket = lane.next_sync_ticket
+            lane.next_sync_ticket += 1
+            lane.unacked_syncs[ticket] = end
+            while True:
+                try:
+                    producer.produce(
+                        self.settings.sync_topic,
+                        value,
+                        key,
+                        partition=0,
+                        on_delivery=partial(self._on_delivery, lane, ticket),
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+
+    def _on_delivery(self, lane: Lane, ticket: int, err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            # Those copies' mapping is not on the target. The ticket stays unacknowledged, so
+            # progress cannot move past it, until the syncs of everything from the position
+            # persisted now on are rebuilt from the target's provenance headers; then the
+            # partition is copied again from there.
+            log.error(
+                "writing offset syncs for %s-%s failed: %s",
+                lane.source.topic,
+                lane.source.partition,
+                err.str(),
+            )
+            if not lane.lost_syncs:
+                lane.repair_from = lane.progress.commit_position
+            lane.lost_syncs.add(ticket)
+            lane.progress.syncs_lost(f"offset sync not written: {err.str()}")
+            lane.needs_repair = True
+            return
+        self.stats.syncs_written += 1
+        lane.acked_syncs.add(ticket)
+        self.advance(lane)
+
+    def advance(self, lane: Lane) -> None:
+        """Move progress over the syncs acknowledged in write order (acks can come out of order
+        when some fail)."""
+        while lane.unacked_syncs:
+            first = next(iter(lane.unacked_syncs))
+            if first not in lane.acked_syncs:
+                break
+            end = lane.unacked_syncs.pop(first)
+            lane.acked_syncs.discard(first)
+            if end >= 0:
+                lane.progress.persisted(end)
+                if end > lane.resume_from:
+                    lane.failures_in_a_row = 0
+
+    def rebuild(self, lane: Lane, start: int, timeout_s: float = 60.0) -> None:
+        """Write syncs for copies on the target, made from source offsets ``start`` onwards,
+        that a crash or a lost sync left unmapped (found by their provenance headers)."""
+        copies = unsynced_copies(
+            self.settings.target_client,
+            lane.remote_topic,
+            lane.source.partition,
+            self.settings.source_alias,
+            lane.source.topic,
+            start,
+            timeout_s=timeout_s,
+        )
+        if not copies:
+            return
+        log.warning(
+            "%s-%s: rebuilding offset syncs of %d copies on %s at or after offset %d from their "
+            "provenance headers",
+            lane.source.topic,
+            lane.source.partition,
+            len(copies),
+            self.settings.target_alias,
+            start,
+        )
+        progress = lane.progress
+        syncs = standalone_syncs(
+            progress.tp, progress.source_topic_id, progress.target_topic_id, copies
+        )
+        self.write(lane, FinishedRun(syncs, -1))
