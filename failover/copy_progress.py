@@ -119,7 +119,9 @@ class PartitionProgress:
     def delivered(self, source_offset: int, target_offset: int) -> None:
         """The copy of ``source_offset`` landed at ``target_offset`` on the target."""
         self.in_flight -= 1
-        if self.failed_at is not None and source_offset > self.failed_at:
+        # A failed record is never delivered, so a copy at the failed position itself can only
+        # come after syncs_lost(): like later ones, it is kept as a run of its own.
+        if self.failed_at is not None and source_offset >= self.failed_at:
             run = self._release(source_offset)
             self._orphans.append((source_offset, target_offset, run.epoch))
             return
@@ -182,11 +184,18 @@ class PartitionProgress:
         if self.failed_at is None or self.in_flight:
             raise ValueError("rewind needs a failure and no record in flight")
         position = self.failed_at
+        kept: list[tuple[int, int, int]] = []
         for run in self._runs:
-            if run.begin >= position:
-                break
-            end = position if run.end is None or run.end > position else run.end
-            self._finished.append(FinishedRun(run.builder.build(end), end))
+            if run.begin < position:
+                end = position if run.end is None or run.end > position else run.end
+                self._finished.append(FinishedRun(run.builder.build(end), end))
+            elif run.builder.record_count:
+                # Delivered before syncs_lost() moved the position back below this run: keep
+                # exactly those copies mapped, claiming nothing about the positions between.
+                end = run.end if run.end is not None else run.builder.next_source
+                copies = [c for sync in run.builder.build(end) for c in sync.copies()]
+                kept += [(s, t, run.epoch) for s, t in copies]
+        self._orphans[:0] = kept
         # A re-copy pass follows; these runs only record where the extra copies landed, one
         # leader epoch per sync like every other run.
         start = 0

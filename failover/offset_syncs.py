@@ -378,6 +378,11 @@ class SyncBuilder:
             self.add(source, target)
 
     @property
+    def next_source(self) -> int:
+        """One past the last source offset added (the run's begin while empty)."""
+        return self._next_source
+
+    @property
     def record_count(self) -> int:
         """Copies added so far."""
         return sum(segment[2] for segment in self._segments)

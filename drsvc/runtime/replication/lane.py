@@ -30,6 +30,8 @@ class Lane:
     #: tickets of syncs that were not written, and the persisted position when the first failed
     lost_syncs: set[int] = field(default_factory=set)
     repair_from: int = 0
+    #: tickets of rebuilt syncs not yet acknowledged (the lost ones wait for them)
+    rebuild_tickets: set[int] = field(default_factory=set)
     #: retention deleted records before they were copied: continue from this offset
     reset_to: int | None = None
     #: the topic was recreated: the new (source, remote) topic ids to restart with

@@ -30,9 +30,11 @@ class SyncWriter:
         self.producer = producer
         self.stats = stats
 
-    def write(self, lane: Lane, finished: FinishedRun) -> None:
-        """Write the syncs of a finished run; progress moves once they are acknowledged."""
+    def write(self, lane: Lane, finished: FinishedRun) -> list[int]:
+        """Write the syncs of a finished run; progress moves once they are acknowledged.
+        Returns the tickets of the writes."""
         producer = self.producer
+        tickets: list[int] = []
         for index, sync in enumerate(finished.syncs):
             key, value = offset_syncs.encode_sync(sync)
             # Only the last sync of a run moves progress; earlier ones carry -1.
@@ -40,6 +42,7 @@ class SyncWriter:
             ticket = lane.next_sync_ticket
             lane.next_sync_ticket += 1
             lane.unacked_syncs[ticket] = end
+            tickets.append(ticket)
             while True:
                 try:
                     producer.produce(
@@ -52,6 +55,7 @@ class SyncWriter:
                     break
                 except BufferError:
                     producer.poll(0.05)
+        return tickets
 
     def _on_delivery(self, lane: Lane, ticket: int, err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
@@ -73,7 +77,16 @@ class SyncWriter:
             return
         self.stats.syncs_written += 1
         lane.acked_syncs.add(ticket)
+        if ticket in lane.rebuild_tickets:
+            lane.rebuild_tickets.discard(ticket)
+            if not lane.rebuild_tickets:
+                self._lost_syncs_replaced(lane)
         self.advance(lane)
+
+    def _lost_syncs_replaced(self, lane: Lane) -> None:
+        """The rebuilt syncs are on the target: the lost writes' copies are mapped again."""
+        lane.acked_syncs |= lane.lost_syncs
+        lane.lost_syncs = set()
 
     def advance(self, lane: Lane) -> None:
         """Move progress over the syncs acknowledged in write order (acks can come out of order
@@ -89,7 +102,15 @@ class SyncWriter:
                 if end > lane.resume_from:
                     lane.failures_in_a_row = 0
 
-    def rebuild(self, lane: Lane, start: int, timeout_s: float = 60.0) -> None:
+    def repair(self, lane: Lane, timeout_s: float) -> None:
+        """After lost writes: rebuild the syncs from ``lane.repair_from`` on; the lost writes
+        count as written once every rebuilt sync is acknowledged (at once if none was needed)."""
+        lane.rebuild_tickets = set(self.rebuild(lane, lane.repair_from, timeout_s=timeout_s))
+        if not lane.rebuild_tickets:
+            self._lost_syncs_replaced(lane)
+        self.advance(lane)
+
+    def rebuild(self, lane: Lane, start: int, timeout_s: float = 60.0) -> list[int]:
         """Write syncs for copies on the target, made from source offsets ``start`` onwards,
         that a crash or a lost sync left unmapped (found by their provenance headers)."""
         copies = unsynced_copies(
@@ -102,7 +123,7 @@ class SyncWriter:
             timeout_s=timeout_s,
         )
         if not copies:
-            return
+            return []
         log.warning(
             "%s-%s: rebuilding offset syncs of %d copies on %s at or after offset %d from their "
             "provenance headers",
@@ -116,4 +137,4 @@ class SyncWriter:
         syncs = standalone_syncs(
             progress.tp, progress.source_topic_id, progress.target_topic_id, copies
         )
-        self.write(lane, FinishedRun(syncs, -1))
+        return self.write(lane, FinishedRun(syncs, -1))

@@ -359,16 +359,12 @@ class FlowWorker:
                 if now < lane.repair_at:
                     continue
                 try:
-                    self._syncs.rebuild(lane, lane.repair_from, timeout_s=10.0)
+                    self._syncs.repair(lane, timeout_s=10.0)
                 except (KafkaUnavailableError, KafkaException) as err:
                     log.warning("cannot rebuild offset syncs yet (%s); retrying", err)
                     lane.repair_at = now + 5.0
                     continue
-                # The copies of the lost syncs are mapped again: their tickets count as written.
-                lane.acked_syncs |= lane.lost_syncs
-                lane.lost_syncs = set()
                 lane.needs_repair = False
-                self._syncs.advance(lane)
             reason = lane.progress.failure
             position = lane.progress.rewind()
             lane.failures_in_a_row += 1
