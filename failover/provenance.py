@@ -81,6 +81,8 @@ def decode(value: bytes) -> Provenance:
             f"{PROVENANCE_VERSION})"
         )
     alias_len = value[1]
+    if alias_len == 0:
+        raise ProvenanceFormatError("provenance header has an empty cluster alias")
     pos = 2 + alias_len
     if len(value) < pos + 2:
         raise ProvenanceFormatError("provenance header is truncated in the alias")
@@ -114,4 +116,14 @@ def visited(headers: Sequence[tuple[str, bytes | None]] | None, cluster: str) ->
     """
     if not headers:
         return False
-    return any(p.cluster == cluster for p in chain(headers))
+    for key, value in headers:
+        if key != PROVENANCE_HEADER or value is None:
+            continue
+        try:
+            if decode(value).cluster == cluster:
+                return True
+        except ProvenanceFormatError:
+            # Unreadable (say, written by a newer drsvc): copying the record risks a duplicate,
+            # skipping it would lose it; the first is the recoverable mistake.
+            continue
+    return False

@@ -257,3 +257,20 @@ def test_visited_names_only_clusters_a_copy_was_made_from(cluster: str, expected
 
 def test_visited_is_false_for_records_without_provenance() -> None:
     assert not visited([("east", b"east"), ("trace-id", None)], "east")
+
+
+def test_an_unreadable_provenance_header_does_not_stop_the_loop_check() -> None:
+    future = bytes([9]) + b"anything a newer version writes"
+    mine = encode(Provenance("west", "orders", 0, 7))
+    headers: list[tuple[str, bytes | None]] = [
+        (PROVENANCE_HEADER, future),
+        (PROVENANCE_HEADER, mine),
+    ]
+    assert visited(headers, "west")
+    assert not visited([(PROVENANCE_HEADER, future)], "west")
+
+
+def test_an_empty_alias_is_refused_when_decoding_as_when_encoding() -> None:
+    value = bytes([PROVENANCE_VERSION, 0]) + (0).to_bytes(2, "big") + bytes(12)
+    with pytest.raises(ProvenanceFormatError, match="empty cluster alias"):
+        decode(value)
