@@ -132,8 +132,8 @@ if [ -n "$consul_pid" ]; then
   while kill -0 "$consul_pid" 2>/dev/null; do
     sleep 20
     kill -0 "$consul_pid" 2>/dev/null || break
-    compiled=$(sed -n '/^== build$/,$p' "$consul_log" 2>/dev/null | grep -c -v '^== build$' || true)
-    say "consul: still building, $(( $(now) - consul_started ))s so far, ${compiled:-0} packages compiled (about 1,400 in all)"
+    compiled=$(sed -n '/^== build$/,$p' "$consul_log" 2>/dev/null | grep -v -e '^== build$' -e '^go: ' | grep -c . || true)
+    say "consul: still building, $(( $(now) - consul_started ))s so far, ${compiled:-0} packages compiled (about 2,000 in all)"
   done
   wait "$consul_pid" || { tail -n 30 "$consul_log" >&2; die "building consul failed (log: $consul_log)"; }
   record "consul-$consul_version" $(( $(now) - consul_started ))
