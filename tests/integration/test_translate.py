@@ -236,6 +236,31 @@ def check_moved_exactly(
         )
 
 
+def replicated_topic(
+    east: str,
+    west: str,
+    tmp_path: Path,
+    topic: str,
+    count: int,
+    tag: str,
+    deleted: Mapping[int, int],
+) -> Path:
+    """A 3-partition ``topic`` on east with ``count`` records, its start trimmed by ``deleted``
+    (so offsets on west differ from east's), copied to west by one east->west run; returns the
+    topology file."""
+    create(east, topic, 3)
+    produce(east, topic, sequence_records(count, 3, tag=tag))
+    delete_before(east, topic, deleted)
+    topology = write_topology(
+        tmp_path / "tr.yaml",
+        "tr",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": ["tr-.*"]}}],
+    )
+    replicate(topology, ["east->west"], tmp_path, {"east": east}, [f"east->west:{topic}:3"])
+    return topology
+
+
 # -- failover (downstream) ------------------------------------------------------------------------
 
 
@@ -243,17 +268,8 @@ def test_failover_of_a_group_partly_through_a_topic(
     cluster_pair: EnvironmentInfo, tmp_path: Path
 ) -> None:
     east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
-    create(east, "tr-orders", 3)
-    produce(east, "tr-orders", sequence_records(3000, 3, tag="orders-"))
     deleted = {0: 100, 1: 250, 2: 37}  # offsets on west start at 0: they differ from east's
-    delete_before(east, "tr-orders", deleted)
-    topology = write_topology(
-        tmp_path / "tr.yaml",
-        "tr",
-        {"east": east, "west": west},
-        [{"source": "east", "target": "west", "topics": {"include": ["tr-.*"]}}],
-    )
-    replicate(topology, ["east->west"], tmp_path, {"east": east}, ["east->west:tr-orders:3"])
+    topology = replicated_topic(east, west, tmp_path, "tr-orders", 3000, "orders-", deleted)
 
     # Partition 0 read to its end, 1 partly, 2 not at all (committed at its first offset).
     stops = {0: 1000, 1: 250 + 417, 2: 37}
@@ -285,17 +301,8 @@ def test_failover_of_a_group_more_than_10k_records_behind(
     cluster_pair: EnvironmentInfo, tmp_path: Path
 ) -> None:
     east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
-    create(east, "tr-lag", 3)
-    produce(east, "tr-lag", sequence_records(12_600, 3, tag="lag-"))
     deleted = {0: 333, 1: 0, 2: 1200}
-    delete_before(east, "tr-lag", deleted)
-    topology = write_topology(
-        tmp_path / "tr.yaml",
-        "tr",
-        {"east": east, "west": west},
-        [{"source": "east", "target": "west", "topics": {"include": ["tr-.*"]}}],
-    )
-    replicate(topology, ["east->west"], tmp_path, {"east": east}, ["east->west:tr-lag:3"])
+    topology = replicated_topic(east, west, tmp_path, "tr-lag", 12_600, "lag-", deleted)
 
     stops = {0: 333 + 400, 1: 350, 2: 1200 + 250}
     consumed = consume_and_commit(east, "tr-lag", "tr-lag-group", stops, "read_committed")
@@ -390,17 +397,8 @@ def test_failback_of_a_group_that_read_the_copies(
     cluster_pair: EnvironmentInfo, tmp_path: Path
 ) -> None:
     east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
-    create(east, "tr-back", 3)
-    produce(east, "tr-back", sequence_records(3000, 3, tag="back-"))
     deleted = {0: 200, 1: 0, 2: 450}
-    delete_before(east, "tr-back", deleted)
-    topology = write_topology(
-        tmp_path / "tr.yaml",
-        "tr",
-        {"east": east, "west": west},
-        [{"source": "east", "target": "west", "topics": {"include": ["tr-.*"]}}],
-    )
-    replicate(topology, ["east->west"], tmp_path, {"east": east}, ["east->west:tr-back:3"])
+    topology = replicated_topic(east, west, tmp_path, "tr-back", 3000, "back-", deleted)
 
     # The group ran on west (after a failover) and read part of the copies.
     copies = {0: 1000 - 200, 1: 1000, 2: 1000 - 450}
