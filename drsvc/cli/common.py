@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 from drsvc.devenv.environment import LocalEnvironment
+from drsvc.errors import ConfigError
+from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
 from drsvc.topology.models import Topology
@@ -65,8 +67,36 @@ def resolve_consul(option: str | None, state_dir: Path | None) -> str | None:
     return LocalEnvironment(Settings.from_env(state_dir=state_dir)).info().consul_http_addr
 
 
-def configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        help="Serve Prometheus metrics on this port (0: any free port; default: none).",
+        min=0,
+        max=65535,
+        show_default=False,
+    ),
+]
+
+LogFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        help="text (for people) or json (one object per line, for log pipelines).",
+    ),
+]
+
+
+def configure_logging(verbose: bool, log_format: str = "text") -> None:
+    """Log to stderr, as text lines or as JSON objects (``--log-format json``)."""
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(
+            f"--log-format must be one of {', '.join(LOG_FORMATS)} (got {log_format!r})"
+        )
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonLogFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])

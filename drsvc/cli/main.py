@@ -10,7 +10,18 @@ import sys
 
 import typer
 
-from drsvc.cli import demo, dev, flow, replicate, topology, translate
+from drsvc.cli import (
+    checkpoints,
+    demo,
+    dev,
+    flow,
+    heartbeats,
+    replicate,
+    run,
+    status,
+    topology,
+    translate,
+)
 from drsvc.errors import ConfigError, DrsvcError
 
 EXIT_FAILURE = 1
@@ -32,6 +43,10 @@ def build_app() -> typer.Typer:
     replicate.register(app)
     demo.register(app)
     translate.register(app)
+    status.register(app)
+    heartbeats.register(app)
+    checkpoints.register(app)
+    run.register(app)
     return app
 
 
