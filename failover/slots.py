@@ -3,8 +3,9 @@
 In exactly-once mode the source partitions of a flow are mapped to a fixed number of slots.
 Each slot has its own transactional producer on the target (``transactional.id`` is
 ``drsvc.<flow>.<slot>``), so whoever takes a slot fences its previous owner by initialising
-that transactional id, whatever cluster the source partitions live on. The mapping must never change while a flow has progress:
-a partition that moved to another slot would be written by two transactional ids at once.
+that transactional id, whatever cluster the source partitions live on. The mapping must never
+change while a flow has progress: a partition that moved to another slot would be written by two
+transactional ids at once.
 
 Ownership of slots is decided by a Kafka consumer group on the target over an internal topic with
 one partition per slot: the partitions a worker is assigned are the slots it owns.
