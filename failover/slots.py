@@ -13,6 +13,7 @@ one partition per slot: the partitions a worker is assigned are the slots it own
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass
 
@@ -60,3 +61,54 @@ class SlotNames:
 
     def transactional_id(self, slot: int) -> str:
         return f"drsvc.{self.flow_key}.{slot}"
+
+
+PROGRESS_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SlotProgress:
+    """What a slot's transaction commits per source partition, beside the copies and their syncs:
+    the next source offset to copy and the source topic's id (a recreated topic starts over).
+
+    It is stored as the metadata of the progress group's offset commit on the target, keyed by the
+    remote topic and partition; the committed offset itself is the next target offset, so Kafka's
+    consumer-group tools show a meaningful position on the remote topic.
+    """
+
+    next_source_offset: int
+    source_topic_id: bytes
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "v": PROGRESS_FORMAT_VERSION,
+                "next": self.next_source_offset,
+                "source_topic_id": self.source_topic_id.hex(),
+            },
+            separators=(",", ":"),
+        )
+
+    @staticmethod
+    def decode(metadata: str) -> SlotProgress:
+        """Read commit metadata; raise :class:`PolicyError` naming what is wrong with it."""
+        try:
+            document = json.loads(metadata)
+        except ValueError as err:
+            raise PolicyError(f"slot progress is not JSON: {metadata[:80]!r}") from err
+        if not isinstance(document, dict):
+            raise PolicyError(f"slot progress is not a JSON object: {metadata[:80]!r}")
+        version = document.get("v")
+        if version != PROGRESS_FORMAT_VERSION:
+            raise PolicyError(
+                f"slot progress has format version {version!r}; this drsvc reads version "
+                f"{PROGRESS_FORMAT_VERSION} (upgrade drsvc to resume this flow)"
+            )
+        next_offset = document.get("next")
+        topic_id = document.get("source_topic_id")
+        if not isinstance(next_offset, int) or next_offset < 0 or not isinstance(topic_id, str):
+            raise PolicyError(f"slot progress is incomplete: {metadata[:120]!r}")
+        try:
+            return SlotProgress(next_offset, bytes.fromhex(topic_id))
+        except ValueError as err:
+            raise PolicyError(f"slot progress has a malformed topic id: {topic_id!r}") from err

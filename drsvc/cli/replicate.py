@@ -19,6 +19,7 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.errors import ConfigError
+from drsvc.runtime.replication.exactly_once import ExactlyOnceWorker
 from drsvc.runtime.replication.settings import COMPRESSION_TYPES, worker_settings
 from drsvc.runtime.replication.worker import FlowWorker
 
@@ -46,11 +47,21 @@ def register(app: typer.Typer) -> None:
                 help="Cap on bytes/s of keys and values (the flow control can override).", min=1
             ),
         ] = None,
+        slots: Annotated[
+            int | None,
+            typer.Option(
+                help="Exactly-once flows: number of slots (fixed once the flow has run; default: "
+                "what the flow already has, else 8).",
+                min=1,
+                max=1024,
+            ),
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
-        """Copy one flow of a topology, at least once, until interrupted (SIGINT/SIGTERM)."""
+        """Copy one flow of a topology (at least once, or exactly once as the flow says) until
+        interrupted (SIGINT/SIGTERM)."""
         configure_logging(verbose)
         if compression not in COMPRESSION_TYPES:
             raise ConfigError(
@@ -61,11 +72,6 @@ def register(app: typer.Typer) -> None:
         if flow is None:
             known = ", ".join(f.id for f in topology.flows) or "none"
             raise ConfigError(f"topology {topology_file} has no flow {flow_id!r} (flows: {known})")
-        if flow.delivery != "at-least-once":
-            raise ConfigError(
-                f"flow {flow_id} asks for {flow.delivery} delivery, which this version of drsvc "
-                "does not provide yet; set 'delivery: at-least-once' for this flow"
-            )
         settings = worker_settings(
             topology,
             flow,
@@ -74,13 +80,16 @@ def register(app: typer.Typer) -> None:
             message_timeout_ms=message_timeout_ms,
             throttle_bytes_per_s=throttle_bytes_per_s,
             consul_http_addr=resolve_consul(consul, state_dir),
+            slots=slots,
         )
         if settings.consul_http_addr is None:
             log.warning(
                 "no Consul agent known: pause, resume and throttle commands will not reach "
                 "this worker"
             )
-        worker = FlowWorker(settings)
+        worker: FlowWorker | ExactlyOnceWorker = (
+            ExactlyOnceWorker(settings) if flow.delivery == "exactly-once" else FlowWorker(settings)
+        )
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             log.info(
@@ -93,7 +102,7 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGINT, stop)
         last = {"at": time.monotonic(), "copied": 0}
 
-        def report(w: FlowWorker) -> None:
+        def report(w: FlowWorker | ExactlyOnceWorker) -> None:
             now = time.monotonic()
             if report_every_s <= 0 or now - last["at"] < report_every_s:
                 return
@@ -108,6 +117,6 @@ def register(app: typer.Typer) -> None:
             )
             last["at"], last["copied"] = now, w.stats.records_copied
 
-        log.info("replicating %s (%s policy, at-least-once)", flow_id, flow.policy)
+        log.info("replicating %s (%s policy, %s)", flow_id, flow.policy, flow.delivery)
         worker.run(on_cycle=report)
         log.info("%s stopped after copying %d records", flow_id, worker.stats.records_copied)

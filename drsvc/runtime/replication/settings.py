@@ -59,6 +59,21 @@ class WorkerSettings:
     settle_timeout_s: float = 30.0
     max_retry_backoff_s: float = 30.0
     sync_retention_ms: int = 7 * 24 * 3600 * 1000
+    #: at-least-once or exactly-once (see :mod:`.exactly_once`)
+    delivery: str = "at-least-once"
+    #: exactly-once: slots of the flow (None: as the slots topic already has, else the default)
+    slots: int | None = None
+    #: exactly-once: kept short because librdkafka treats a timed-out transaction as fatal
+    transaction_timeout_ms: int = 20_000
+    #: exactly-once: how long a slot's transaction stays open before it is committed
+    transaction_interval_s: float = 0.2
+    #: exactly-once: records per transaction before it is committed early
+    transaction_max_records: int = 50_000
+    #: exactly-once: how soon a silent worker loses its slots to the others
+    membership_session_timeout_ms: int = 10_000
+    #: exactly-once: after being fenced, wait this long before taking the slot back (if still
+    #: assigned), so a paused worker learns it lost the slot rather than fence the new owner
+    fenced_retry_s: float = 15.0
 
 
 def worker_settings(
@@ -87,6 +102,7 @@ def worker_settings(
         "start_kind": flow.start.kind,
         "start_timestamp_ms": flow.start.timestamp_ms,
         "control_key": control_key(topology.namespace, flow.source, flow.target),
+        "delivery": flow.delivery,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return WorkerSettings(**values)  # type: ignore[arg-type]
