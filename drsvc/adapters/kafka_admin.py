@@ -1,4 +1,5 @@
-"""Kafka cluster metadata and small admin operations over confluent-kafka.
+"""Kafka cluster metadata and small admin operations over confluent-kafka: topics, their
+configs, log offsets, and consumer groups' committed offsets.
 
 librdkafka reports problems as ``KafkaException`` wrapping a ``KafkaError``; they are mapped to
 :class:`drsvc.errors.KafkaUnavailableError` (retryable) here.
@@ -9,11 +10,19 @@ from __future__ import annotations
 import concurrent.futures
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
@@ -22,6 +31,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigSource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 
 from drsvc.errors import ConfigError, KafkaUnavailableError
@@ -206,3 +216,242 @@ def set_topic_configs(
     )
     future = admin.incremental_alter_configs([resource], request_timeout=timeout_s)[resource]
     _result(future, f"setting configs of {name}", timeout_s)
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+
+#: The group's coordinator is loading, moving or not elected yet: ask again shortly.
+_COORDINATOR_NOT_READY = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+#: Answers to an offset commit without a member id that mean "this group has live members".
+#: Kafka 4.1 answers UNKNOWN_MEMBER_ID for classic and for consumer-protocol (KIP-848) groups
+#: alike (checked by the integration tests); the others are how the group coordinator rejects a
+#: commit that does not come from a current member, and mean the same here.
+GROUP_HAS_MEMBERS_ERRORS = frozenset(
+    {
+        "UNKNOWN_MEMBER_ID",
+        "ILLEGAL_GENERATION",
+        "REBALANCE_IN_PROGRESS",
+        "STALE_MEMBER_EPOCH",
+        "FENCED_MEMBER_EPOCH",
+        "FENCED_INSTANCE_ID",
+        "NON_EMPTY_GROUP",
+    }
+)
+
+Partition = tuple[str, int]
+"""A topic and partition number."""
+
+
+@dataclass(frozen=True)
+class PartitionError:
+    """The broker's answer for one partition: its error name (``UNKNOWN_MEMBER_ID``) and text."""
+
+    name: str
+    description: str
+
+    @property
+    def group_has_members(self) -> bool:
+        """The commit was refused because the group has live members on the cluster."""
+        return self.name in GROUP_HAS_MEMBERS_ERRORS
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A consumer group as the cluster describes it right now."""
+
+    group: str
+    state: str
+    """Lower case: ``empty``, ``stable``, ``preparing_rebalancing``, ``dead`` (no such group) ..."""
+    group_type: str
+    """``classic``, ``consumer`` (KIP-848) or ``unknown``."""
+    members: int
+
+
+def describe_group(admin: AdminClient, group: str, timeout_s: float = 10.0) -> GroupDescription:
+    """State, protocol type and member count of ``group`` (``dead`` when it does not exist).
+
+    For reports and tests: deciding whether offsets may be changed must not rest on this answer,
+    which is stale as soon as it arrives (the broker refuses a commit to a group with members).
+    """
+    future = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
+    description = _result(future, f"describing consumer group '{group}'", timeout_s)
+    return GroupDescription(
+        group=group,
+        state=description.state.name.lower(),
+        group_type=description.type.name.lower(),
+        members=len(description.members),
+    )
+
+
+def alter_group_offsets(
+    admin: AdminClient,
+    group: str,
+    offsets: Mapping[Partition, int],
+    timeout_s: float = 30.0,
+    retry_backoff_s: float = 0.2,
+) -> dict[Partition, PartitionError | None]:
+    """Commit ``offsets`` for ``group`` as an outsider (no member id, no generation).
+
+    Returns, per partition, None when it was committed or the broker's refusal. The broker only
+    accepts such a commit while the group has no members; otherwise every partition comes back
+    with an error for which :attr:`PartitionError.group_has_members` is true. Answers that mean
+    the group's coordinator is loading or moving are asked again until ``timeout_s``, then raise
+    :class:`KafkaUnavailableError`.
+    """
+    pending = dict(offsets)
+    answers: dict[Partition, PartitionError | None] = {}
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        remaining = max(1.0, deadline - time.monotonic())
+        retry: dict[Partition, int] = {}
+        last: KafkaError | None = None
+        for tp, error in _alter_once(admin, group, pending, remaining).items():
+            if error is not None and error.code() in _COORDINATOR_NOT_READY:
+                retry[tp] = pending[tp]
+                last = error
+            else:
+                answers[tp] = None if error is None else PartitionError(error.name(), error.str())
+        if retry and last is not None and time.monotonic() >= deadline:
+            raise KafkaUnavailableError(
+                f"committing offsets of group '{group}': {last.str()} (for {timeout_s:.0f}s)"
+            )
+        if retry:
+            time.sleep(retry_backoff_s)
+        pending = retry
+    return answers
+
+
+def _alter_once(
+    admin: AdminClient, group: str, offsets: Mapping[Partition, int], timeout_s: float
+) -> dict[Partition, KafkaError | None]:
+    request = ConsumerGroupTopicPartitions(
+        group,
+        [
+            TopicPartition(topic, partition, offset)
+            for (topic, partition), offset in offsets.items()
+        ],
+    )
+    futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)
+    future = next(iter(futures.values()))
+    try:
+        answer = future.result(timeout=timeout_s + 5)
+    except KafkaException as err:
+        error: KafkaError = err.args[0]
+        if error.code() in _COORDINATOR_NOT_READY:
+            return dict.fromkeys(offsets, error)
+        if error.retriable():
+            raise KafkaUnavailableError(
+                f"committing offsets of group '{group}': {error.str()}"
+            ) from err
+        raise ConfigError(f"committing offsets of group '{group}': {error.str()}") from err
+    except concurrent.futures.TimeoutError as err:
+        raise KafkaUnavailableError(
+            f"committing offsets of group '{group}': no answer within {timeout_s:.0f}s"
+        ) from err
+    found: dict[Partition, KafkaError | None] = {
+        (tp.topic, tp.partition): tp.error for tp in answer.topic_partitions
+    }
+    missing = [tp for tp in offsets if tp not in found]
+    if missing:
+        raise KafkaUnavailableError(
+            f"committing offsets of group '{group}': no answer for {missing[:5]}"
+        )
+    return found
+
+
+def list_offsets(
+    admin: AdminClient,
+    partitions: Collection[Partition],
+    which: Literal["earliest", "latest"],
+    timeout_s: float = 10.0,
+) -> dict[Partition, int]:
+    """Log start (``earliest``) or last stable (``latest``) offsets of those of ``partitions``
+    that exist; partitions of missing topics are left out."""
+    if not partitions:
+        return {}
+    make_spec = OffsetSpec.earliest if which == "earliest" else OffsetSpec.latest
+    spec = make_spec()  # type: ignore[no-untyped-call]
+    futures = admin.list_offsets(
+        {TopicPartition(topic, partition): spec for topic, partition in partitions},
+        isolation_level=IsolationLevel.READ_COMMITTED,
+        request_timeout=timeout_s,
+    )
+    found: dict[Partition, int] = {}
+    for kafka_tp, future in futures.items():
+        tp = (kafka_tp.topic, kafka_tp.partition)
+        try:
+            info = future.result(timeout=timeout_s + 5)
+        except KafkaException as err:
+            if err.args[0].code() in (
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+                KafkaError._UNKNOWN_PARTITION,
+                KafkaError._UNKNOWN_TOPIC,
+            ):
+                continue
+            raise KafkaUnavailableError(
+                f"{which} offset of {tp[0]}-{tp[1]}: {err.args[0].str()}"
+            ) from err
+        except concurrent.futures.TimeoutError as err:
+            raise KafkaUnavailableError(
+                f"{which} offset of {tp[0]}-{tp[1]}: no answer within {timeout_s:.0f}s"
+            ) from err
+        found[tp] = info.offset
+    return found
+
+
+def committed_offsets(
+    client_config: Mapping[str, str],
+    group: str,
+    partitions: Collection[Partition],
+    timeout_s: float = 30.0,
+) -> dict[Partition, int]:
+    """``group``'s committed offsets of those of ``partitions`` that have one.
+
+    Asked through a consumer of the group that never joins it (no subscribe, no commit), not
+    through the Admin API: librdkafka's ListConsumerGroupOffsets crashes the process when the
+    coordinator answers NOT_COORDINATOR (librdkafka issue 5040, still in 2.16).
+    """
+    if not partitions:
+        return {}
+    consumer = Consumer(
+        {
+            **client_config,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "socket.connection.setup.timeout.ms": 3000,
+            "log_level": 4,
+        }
+    )
+    what = f"committed offsets of group '{group}'"
+    wanted = [TopicPartition(topic, partition) for topic, partition in sorted(set(partitions))]
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                answer = consumer.committed(wanted, timeout=timeout_s)
+                break
+            except KafkaException as err:
+                error: KafkaError = err.args[0]
+                if error.code() not in _COORDINATOR_NOT_READY:
+                    if error.retriable():
+                        raise KafkaUnavailableError(f"{what}: {error.str()}") from err
+                    raise ConfigError(f"{what}: {error.str()}") from err
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailableError(f"{what}: {error.str()}") from err
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+    return {
+        (tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None and tp.offset >= 0
+    }

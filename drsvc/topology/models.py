@@ -17,7 +17,15 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from drsvc.errors import ConfigError
 from drsvc.topology.base import NAME_PATTERN, FrozenModel, Name
@@ -38,6 +46,7 @@ from failover.topic_rules import (
     compile_pattern,
     topic_verdict,
 )
+from failover.unknown_translation import UnknownTranslationPolicy
 
 PolicyName = Literal["prefix", "identity"]
 DeliveryMode = Literal["at-least-once", "exactly-once"]
@@ -290,6 +299,38 @@ class Application(FrozenModel):
         default=False,
         description="Let the DR controller fail the application over when its cluster is gone.",
     )
+    sync_group_offsets: bool = Field(
+        default=False,
+        description="Keep the groups' committed offsets on clusters where the application is"
+        " passive at the translated positions, so that a failover starts from fresh offsets"
+        " (opt-in; only groups without members there are touched).",
+    )
+    on_unknown_translation: UnknownTranslationPolicy = Field(
+        default="refuse",
+        description="What a partition whose offset cannot be translated gets: earliest (the"
+        " earliest offset retained on the target) or refuse (leave the group alone, refuse the"
+        " failover). The consumers' auto.offset.reset is never used.",
+    )
+
+    @field_validator("sync_group_offsets", "on_unknown_translation", mode="wrap")
+    @classmethod
+    def _name_the_application(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        # The loader reports these under applications[<index>]; naming the application as well
+        # saves counting entries in a long file.
+        try:
+            return handler(value)
+        except ValidationError as err:
+            name = info.data.get("name")
+            owner = f"application {name!r}: " if isinstance(name, str) else ""
+            if info.field_name == "on_unknown_translation":
+                raise ValueError(
+                    f"{owner}must be earliest (start at the earliest offset retained on the"
+                    " target) or refuse (leave the group alone, refuse the failover); the"
+                    f" consumers' auto.offset.reset is never used (got {value!r})"
+                ) from err
+            raise ValueError(f"{owner}must be true or false (got {value!r})") from err
 
     @field_validator("groups", "topics")
     @classmethod

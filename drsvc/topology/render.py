@@ -47,6 +47,8 @@ def describe_topology(topology: Topology) -> dict[str, Any]:
                 "name": app.name,
                 "preferred": app.preferred,
                 "auto_failover": app.auto_failover,
+                "sync_group_offsets": app.sync_group_offsets,
+                "on_unknown_translation": app.on_unknown_translation,
                 "groups": list(app.groups),
                 "topics": list(app.topics),
             }
@@ -190,12 +192,23 @@ def _examples_table(flow: dict[str, Any]) -> Table:
 
 
 def _applications_table(applications: list[dict[str, Any]]) -> Table:
-    table = _table("Applications", "name", "preferred", "auto failover", "groups", "topics")
+    table = _table(
+        "Applications",
+        "name",
+        "preferred",
+        "auto failover",
+        "offset sync",
+        "if unknown",
+        "groups",
+        "topics",
+    )
     for app in applications:
         table.add_row(
             Text(app["name"]),
             Text(app["preferred"]),
             Text("yes" if app["auto_failover"] else "no"),
+            Text("yes" if app["sync_group_offsets"] else "no"),
+            Text(app["on_unknown_translation"]),
             Text(", ".join(app["groups"])),
             Text(", ".join(app["topics"])),
         )

@@ -174,6 +174,8 @@ def _application_problems(topology: Topology) -> list[str]:
                 f"{path}.auto_failover: no flow leaves {app.preferred!r}, so there is no"
                 " cluster to fail over to"
             )
+        if unknown is None and app.sync_group_offsets:
+            problems.extend(_group_sync_problems(topology, index))
         for group in app.groups:
             owner = group_owner.setdefault(group, index)
             if owner != index:
@@ -183,3 +185,24 @@ def _application_problems(topology: Topology) -> list[str]:
                     " application only"
                 )
     return problems
+
+
+def _group_sync_problems(topology: Topology, index: int) -> list[str]:
+    """An application that opts in to group offset sync needs a flow that carries its groups'
+    positions away from its preferred cluster; otherwise the option silently does nothing."""
+    app = topology.applications[index]
+    path = f"applications[{index}].sync_group_offsets"
+    leaving = topology.flows_from(app.preferred)
+    if not leaving:
+        return [
+            f"{path}: application {app.name!r}: no flow leaves {app.preferred!r}, so no cluster"
+            " receives its groups' offsets"
+        ]
+    flow_ids = ", ".join(flow.id for flow in leaving)
+    return [
+        f"{path}: application {app.name!r}: group {group!r} is excluded by the groups filter of"
+        f" every flow leaving {app.preferred!r} ({flow_ids}), so its offsets would never be"
+        " synced"
+        for group in app.groups
+        if not any(flow.groups.to_filter().matches(group) for flow in leaving)
+    ]

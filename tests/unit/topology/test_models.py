@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from drsvc.errors import ConfigError, TopologyError
 from drsvc.topology import Topology, load_topology, load_topology_text
 from drsvc.topology.loader import _interpolate_string
+from drsvc.topology.render import describe_topology
 from failover.replication_policy import IdentityPolicy, PrefixPolicy
 
 REPO = Path(__file__).resolve().parents[3]
@@ -678,3 +679,75 @@ def test_references_are_replaced_by_their_value(
     result = _interpolate_string(f"{before}${{{name}}}{after}", "f", {name: value}, problems_found)
     assert result == f"{before}{value}{after}"
     assert problems_found == []
+
+
+# -- group offset sync and the unknown-translation policy -----------------------------------------
+
+
+def test_group_offset_sync_is_opt_in_and_unknown_translations_are_refused_by_default() -> None:
+    app = load(DESIGN_SHAPE).applications[0]
+    assert app.sync_group_offsets is False
+    assert app.on_unknown_translation == "refuse"
+
+
+def test_example_topologies_show_the_group_sync_fields() -> None:
+    active = load_topology(EXAMPLES / "active-active.yaml", env={}).application("orders-service")
+    assert (active.sync_group_offsets, active.on_unknown_translation) == (True, "refuse")
+    billing = load_topology(EXAMPLES / "active-passive.yaml", env={}).application("billing")
+    assert (billing.sync_group_offsets, billing.on_unknown_translation) == (True, "earliest")
+
+
+def test_group_sync_fields_are_described() -> None:
+    topology = load(
+        TWO
+        + "flows: [{source: east, target: west}]\n"
+        + "applications: [{name: a, groups: [g], topics: [x], preferred: east,"
+        + " sync_group_offsets: true, on_unknown_translation: earliest}]\n"
+    )
+    (described,) = describe_topology(topology)["applications"]
+    assert described["sync_group_offsets"] is True
+    assert described["on_unknown_translation"] == "earliest"
+
+
+@pytest.mark.parametrize(
+    ("application", "expected"),
+    [
+        (
+            "{name: a, groups: [g], topics: [x], preferred: east, on_unknown_translation: latest}",
+            "applications[0].on_unknown_translation: application 'a': must be earliest (start at"
+            " the earliest offset retained on the target) or refuse (leave the group alone, refuse"
+            " the failover); the consumers' auto.offset.reset is never used (got 'latest')",
+        ),
+        (
+            "{name: a, groups: [g], topics: [x], preferred: east, sync_group_offsets: maybe}",
+            "applications[0].sync_group_offsets: application 'a': must be true or false"
+            " (got 'maybe')",
+        ),
+        (
+            "{name: a, groups: [g], topics: [x], preferred: west, sync_group_offsets: true}",
+            "applications[0].sync_group_offsets: application 'a': no flow leaves 'west', so no"
+            " cluster receives its groups' offsets",
+        ),
+        (
+            "{name: a, groups: [g, tmp-g], topics: [x], preferred: east, sync_group_offsets: yes}",
+            "applications[0].sync_group_offsets: application 'a': group 'tmp-g' is excluded by the"
+            " groups filter of every flow leaving 'east' (east->west), so its offsets would never"
+            " be synced",
+        ),
+    ],
+)
+def test_group_sync_rules(application: str, expected: str) -> None:
+    flows = "flows: [{source: east, target: west, groups: {exclude: ['tmp-.*']}}]\n"
+    assert problems(TWO + flows + f"applications: [{application}]\n") == [expected]
+
+
+def test_group_sync_values_from_the_environment_are_accepted() -> None:
+    topology = load(
+        TWO
+        + "flows: [{source: east, target: west}]\n"
+        + "applications: [{name: a, groups: [g], topics: [x], preferred: east,"
+        + " sync_group_offsets: '${SYNC}', on_unknown_translation: '${IF_UNKNOWN}'}]\n",
+        env={"SYNC": "true", "IF_UNKNOWN": "earliest"},
+    )
+    app = topology.applications[0]
+    assert (app.sync_group_offsets, app.on_unknown_translation) == (True, "earliest")

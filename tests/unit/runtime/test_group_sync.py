@@ -1,0 +1,429 @@
+"""Group offset sync decisions, on a fake target cluster and a fake key-value store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import pytest
+
+from drsvc.adapters.kafka_admin import PartitionError
+from drsvc.errors import ConfigError, CoordinatorUnavailableError
+from drsvc.runtime.checkpoints.group_sync import (
+    GroupOffsetSyncer,
+    active_key,
+    decide_partition,
+    parse_active_value,
+)
+from drsvc.topology.models import Application, Flow, Topology
+
+Partition = tuple[str, int]
+T0, T1 = ("east.orders", 0), ("east.orders", 1)
+LOGGER = "drsvc.runtime.checkpoints.group_sync"
+
+
+class FakeTarget:
+    """The target cluster's groups: committed offsets, log starts, and live members."""
+
+    def __init__(self, earliest: Mapping[Partition, int] | None = None) -> None:
+        self.offsets: dict[str, dict[Partition, int]] = {}
+        self.log_start = dict(earliest or {})
+        self.members: dict[str, int] = {}
+        self.refuse_with: dict[Partition, str] = {}
+        self.calls: list[str] = []
+
+    def committed(self, group: str, partitions: Collection[Partition]) -> dict[Partition, int]:
+        self.calls.append("committed")
+        known = self.offsets.get(group, {})
+        return {tp: known[tp] for tp in partitions if tp in known}
+
+    def earliest(self, partitions: Collection[Partition]) -> dict[Partition, int]:
+        self.calls.append("earliest")
+        return {tp: self.log_start[tp] for tp in partitions if tp in self.log_start}
+
+    def alter(
+        self, group: str, offsets: Mapping[Partition, int]
+    ) -> dict[Partition, PartitionError | None]:
+        self.calls.append("alter")
+        if self.members.get(group):
+            return dict.fromkeys(offsets, PartitionError("UNKNOWN_MEMBER_ID", "Unknown member"))
+        answers: dict[Partition, PartitionError | None] = {}
+        for tp, offset in offsets.items():
+            if tp in self.refuse_with:
+                answers[tp] = PartitionError(self.refuse_with[tp], "refused")
+            else:
+                self.offsets.setdefault(group, {})[tp] = offset
+                answers[tp] = None
+        return answers
+
+
+class FakeKeyValues:
+    def __init__(self, values: dict[str, str] | None = None) -> None:
+        self.values = dict(values or {})
+
+    def kv_get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+
+class DownKeyValues:
+    def kv_get(self, key: str) -> str | None:
+        raise CoordinatorUnavailableError(f"Consul: get {key}: connection refused")
+
+
+def topology(**app_fields: Any) -> Topology:
+    return Topology.model_validate(
+        {
+            "name": "t",
+            "clusters": {"east": {}, "west": {}},
+            "flows": [{"source": "east", "target": "west"}, {"source": "west", "target": "east"}],
+            "applications": [
+                {
+                    "name": "orders",
+                    "groups": ["orders-consumer"],
+                    "topics": ["orders"],
+                    "preferred": "east",
+                    "sync_group_offsets": True,
+                    **app_fields,
+                },
+                {
+                    "name": "other",
+                    "groups": ["other-consumer"],
+                    "topics": ["x"],
+                    "preferred": "east",
+                },
+            ],
+        }
+    )
+
+
+def syncer(
+    topo: Topology | None = None,
+    kv: Any = None,
+    target: FakeTarget | None = None,
+    flow: tuple[str, str] = ("east", "west"),
+) -> tuple[GroupOffsetSyncer, FakeTarget]:
+    topo = topo or topology()
+    fake = target or FakeTarget()
+    return (
+        GroupOffsetSyncer(
+            topo, topo.flow(*flow), {"bootstrap.servers": "unused:9092"}, kv, target=fake
+        ),
+        fake,
+    )
+
+
+# -- the active key -------------------------------------------------------------------------------
+
+ORDERS = Application(name="orders", groups=("g",), topics=("orders",), preferred="east")
+KEY = "drsvc/t/apps/orders/active"
+
+
+def test_active_key() -> None:
+    assert active_key("prod", "orders") == "drsvc/prod/apps/orders/active"
+
+
+@pytest.mark.parametrize(
+    ("raw", "alias", "state"),
+    [
+        (None, "east", "active"),
+        ("west", "west", "active"),
+        (" west\n", "west", "active"),
+        ('"west"', "west", "active"),
+        ('{"cluster": "west", "since": 17}', "west", "active"),
+        ('{"cluster": null}', None, "switching"),
+        ("null", None, "switching"),
+        ("", None, "switching"),
+        ("none", None, "switching"),
+        ("north", None, "unreadable"),
+        ('{"active": "west"}', None, "unreadable"),
+        ("{west", None, "unreadable"),
+        ('{"cluster": 3}', None, "unreadable"),
+    ],
+)
+def test_active_values(raw: str | None, alias: str | None, state: str) -> None:
+    active = parse_active_value(raw, ORDERS, {"east", "west"}, KEY)
+    assert (active.alias, active.state) == (alias, state)
+    assert KEY in active.explanation
+
+
+def test_an_unreadable_value_says_why() -> None:
+    active = parse_active_value("north", ORDERS, {"east", "west"}, KEY)
+    assert active.explanation == (
+        f"{KEY} = 'north' cannot be used: it names no cluster of the topology (known: east, west)"
+    )
+
+
+# -- one partition --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("wanted", "committed", "rewound", "decision"),
+    [
+        (5, None, False, "commit"),
+        (5, 3, False, "commit"),
+        (5, 5, False, "unchanged"),
+        (5, 5, True, "unchanged"),
+        (3, 5, False, "skipped-backwards"),
+        (3, 5, True, "commit"),
+        (0, 5, True, "commit"),
+    ],
+)
+def test_decide_partition(wanted: int, committed: int | None, rewound: bool, decision: str) -> None:
+    assert decide_partition(wanted, committed, rewound) == decision
+
+
+# -- which groups are synced ----------------------------------------------------------------------
+
+
+def test_an_opted_in_passive_group_is_synced() -> None:
+    sync, target = syncer(kv=FakeKeyValues())
+    target.offsets["orders-consumer"] = {T0: 2}
+    result = sync.sync("orders-consumer", {T0: 5, T1: 7})
+    assert result.status == "synced"
+    assert result.application == "orders"
+    assert result.flow == "east->west"
+    assert [(p.action, p.committed, p.offset) for p in result.partitions] == [
+        ("synced", 2, 5),
+        ("synced", None, 7),
+    ]
+    assert target.offsets["orders-consumer"] == {T0: 5, T1: 7}
+    json.dumps(result.as_dict())
+
+
+@pytest.mark.parametrize(
+    ("group", "why"),
+    [
+        ("stranger", "group 'stranger' belongs to no application of topology 't'"),
+        ("other-consumer", "application 'other' does not set sync_group_offsets"),
+    ],
+)
+def test_groups_that_did_not_opt_in_are_not_touched(group: str, why: str) -> None:
+    sync, target = syncer()
+    result = sync.sync(group, {T0: 5})
+    assert (result.status, result.reason, result.partitions) == ("not-opted-in", why, ())
+    assert target.calls == []
+
+
+def test_a_group_the_flow_does_not_translate_is_not_touched() -> None:
+    topo = Topology.model_validate(
+        {
+            "name": "t",
+            "clusters": {"east": {}, "west": {}, "south": {}},
+            "flows": [
+                {"source": "east", "target": "west"},
+                {"source": "south", "target": "west", "groups": {"exclude": ["orders-.*"]}},
+            ],
+            "applications": [
+                {
+                    "name": "orders",
+                    "groups": ["orders-consumer"],
+                    "topics": ["orders"],
+                    "preferred": "east",
+                    "sync_group_offsets": True,
+                }
+            ],
+        }
+    )
+    sync, target = syncer(topo, flow=("south", "west"))
+    result = sync.sync("orders-consumer", {("south.orders", 0): 5})
+    assert result.status == "not-opted-in"
+    assert result.reason == "the groups filter of flow south->west excludes 'orders-consumer'"
+    assert target.calls == []
+
+
+@pytest.mark.parametrize(
+    ("value", "status"),
+    [
+        ("west", "active-on-target"),
+        ('{"cluster": "west"}', "active-on-target"),
+        ("null", "no-active-cluster"),
+        ("north", "active-unreadable"),
+    ],
+)
+def test_the_active_key_can_stop_the_sync(value: str, status: str) -> None:
+    sync, target = syncer(kv=FakeKeyValues({active_key("t", "orders"): value}))
+    result = sync.sync("orders-consumer", {T0: 5})
+    assert (result.status, result.partitions) == (status, ())
+    assert target.calls == []
+
+
+def test_without_the_key_the_preferred_cluster_is_active() -> None:
+    preferred_west = topology(preferred="west")
+    sync, target = syncer(preferred_west, kv=FakeKeyValues())
+    result = sync.sync("orders-consumer", {T0: 5})
+    assert result.status == "active-on-target"
+    assert target.calls == []
+    assert "drsvc/t/apps/orders/active is not set: its preferred cluster" in result.reason
+    back, _ = syncer(preferred_west, kv=FakeKeyValues(), flow=("west", "east"))
+    assert back.sync("orders-consumer", {("west.orders", 0): 5}).status == "synced"
+
+
+def test_without_consul_the_preferred_cluster_is_active() -> None:
+    sync, _ = syncer(topology(preferred="west"), kv=None)
+    assert sync.sync("orders-consumer", {T0: 5}).status == "active-on-target"
+    sync, _ = syncer(kv=None)
+    assert sync.sync("orders-consumer", {T0: 5}).status == "synced"
+
+
+def test_consul_unavailable_is_raised_not_guessed() -> None:
+    sync, target = syncer(kv=DownKeyValues())
+    with pytest.raises(CoordinatorUnavailableError, match="connection refused"):
+        sync.sync("orders-consumer", {T0: 5})
+    assert target.calls == []
+
+
+# -- partitions -----------------------------------------------------------------------------------
+
+
+def test_never_backwards_unless_rewound() -> None:
+    sync, target = syncer()
+    target.offsets["orders-consumer"] = {T0: 8, T1: 8}
+    result = sync.sync("orders-consumer", {T0: 5, T1: 8})
+    assert result.actions() == {T0: "skipped-backwards", T1: "unchanged"}
+    assert result.status == "unchanged"
+    assert target.calls == ["committed"]
+    rewound = sync.sync("orders-consumer", {T0: 5, T1: 8}, rewound=[T0])
+    assert rewound.actions() == {T0: "synced", T1: "unchanged"}
+    assert rewound.partitions[0].detail == "moved back: the source group rewound"
+    assert target.offsets["orders-consumer"] == {T0: 5, T1: 8}
+
+
+def test_a_group_with_members_is_refused_by_the_broker_and_left_alone() -> None:
+    sync, target = syncer()
+    target.offsets["orders-consumer"] = {T0: 2}
+    target.members["orders-consumer"] = 1
+    result = sync.sync("orders-consumer", {T0: 5, T1: 7})
+    assert result.status == "active-here"
+    assert result.actions() == {T0: "refused-active", T1: "refused-active"}
+    assert result.reason == (
+        "the group is active on 'west': the group has members on the target (UNKNOWN_MEMBER_ID)"
+    )
+    # The sync did not ask who the members are: it read offsets and tried to commit.
+    assert target.calls == ["committed", "alter"]
+    assert target.offsets["orders-consumer"] == {T0: 2}
+
+
+def test_other_broker_refusals_are_failures_named_per_partition() -> None:
+    sync, target = syncer()
+    target.refuse_with[T1] = "UNKNOWN_TOPIC_OR_PART"
+    result = sync.sync("orders-consumer", {T0: 5, T1: 7})
+    assert result.status == "failed"
+    assert result.actions() == {T0: "synced", T1: "failed"}
+    assert result.partitions[1].detail == "UNKNOWN_TOPIC_OR_PART: refused"
+    assert result.reason == "1 synced, 1 failed; UNKNOWN_TOPIC_OR_PART: refused"
+
+
+def test_nothing_given_is_nothing_done() -> None:
+    sync, target = syncer()
+    assert sync.sync("orders-consumer", {}).status == "unchanged"
+    assert target.calls == []
+
+
+@pytest.mark.parametrize(
+    ("offsets", "unknown", "error"),
+    [
+        ({T0: 5}, {T0: "before-syncs"}, "east.orders-0 is given both a translated offset and"),
+        ({T0: -1}, {}, "translated offset of east.orders-0 is negative (-1)"),
+    ],
+)
+def test_contradictory_input_is_refused(
+    offsets: dict[Partition, int], unknown: dict[Partition, str], error: str
+) -> None:
+    sync, _ = syncer()
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        sync.sync("orders-consumer", offsets, unknown=unknown)
+
+
+def test_a_flow_of_another_topology_is_refused() -> None:
+    stranger = Flow(source="east", target="west", policy="identity")
+    with pytest.raises(ConfigError, match="flow east->west is not part of topology 't'"):
+        GroupOffsetSyncer(topology(), stranger, {"bootstrap.servers": "x:1"}, None)
+
+
+# -- unknown translations -------------------------------------------------------------------------
+
+
+def test_unknown_with_earliest_starts_at_the_log_start() -> None:
+    sync, target = syncer(
+        topology(on_unknown_translation="earliest"), target=FakeTarget({T0: 40, T1: 0})
+    )
+    result = sync.sync("orders-consumer", {T1: 7}, unknown={T0: "before-syncs"})
+    assert result.status == "synced"
+    assert [(p.action, p.offset, p.origin) for p in result.partitions] == [
+        ("synced", 40, "earliest"),
+        ("synced", 7, "translated"),
+    ]
+    assert result.partitions[0].detail.startswith("earliest retained offset (before-syncs: ")
+    assert target.offsets["orders-consumer"] == {T0: 40, T1: 7}
+
+
+def test_unknown_with_earliest_never_moves_a_group_backwards() -> None:
+    sync, target = syncer(topology(on_unknown_translation="earliest"), target=FakeTarget({T0: 40}))
+    target.offsets["orders-consumer"] = {T0: 90}
+    result = sync.sync("orders-consumer", {}, unknown={T0: "unknown-partition"})
+    assert result.actions() == {T0: "skipped-backwards"}
+    assert target.offsets["orders-consumer"] == {T0: 90}
+
+
+def test_unknown_with_refuse_leaves_the_whole_group_alone() -> None:
+    sync, target = syncer()  # refuse is the default
+    result = sync.sync("orders-consumer", {T1: 7}, unknown={T0: "log-truncated"})
+    assert result.status == "refused-unknown"
+    assert result.actions() == {T0: "refused-unknown", T1: "refused-unknown"}
+    assert result.reason == (
+        "group 'orders-consumer': east.orders-0 has no known translation (log-truncated: the"
+        " source log was truncated past the committed offset); on_unknown_translation is"
+        " 'refuse'"
+    )
+    assert result.partitions[1].detail == (
+        "not synced: other partitions of the group have no usable translation"
+    )
+    assert target.calls == []
+
+
+def test_unknown_with_earliest_refuses_a_partition_missing_on_the_target() -> None:
+    sync, target = syncer(topology(on_unknown_translation="earliest"), target=FakeTarget({}))
+    result = sync.sync("orders-consumer", {T1: 7}, unknown={T0: "topic-missing"})
+    assert result.status == "refused-unknown"
+    assert "no earliest retained offset" in result.reason
+    assert target.calls == ["earliest"]
+
+
+# -- logs -----------------------------------------------------------------------------------------
+
+
+def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == level]
+
+
+def test_state_changes_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    sync, target = syncer()
+    sync.sync("orders-consumer", {T0: 1})
+    sync.sync("orders-consumer", {T0: 2})
+    target.members["orders-consumer"] = 1
+    for offset in (3, 4, 5):
+        sync.sync("orders-consumer", {T0: offset})
+    target.members["orders-consumer"] = 0
+    sync.sync("orders-consumer", {T0: 6})
+    assert messages(caplog, logging.INFO) == [
+        "group orders-consumer: syncing its offsets onto west",
+        "group orders-consumer: not syncing its offsets onto west: the group is active on"
+        " 'west': the group has members on the target (UNKNOWN_MEMBER_ID)",
+        "group orders-consumer: syncing its offsets onto west (was: active-here)",
+    ]
+    assert messages(caplog, logging.WARNING) == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_refusals_by_policy_are_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    sync, _ = syncer()
+    for _ in range(3):
+        sync.sync("orders-consumer", {T1: 7}, unknown={T0: "before-syncs"})
+    warnings = messages(caplog, logging.WARNING)
+    assert len(warnings) == 1
+    assert "east.orders-0 has no known translation" in warnings[0]
