@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
+from drsvc.runtime.replication.metrics import PartitionCounters
 from failover.copy_progress import PartitionProgress
 
 
@@ -43,6 +44,8 @@ class Lane:
     #: paused by an operator (flow control); only a resume from there lets it copy again
     operator_paused: bool = False
     repair_at: float = 0.0
+    #: what metrics show of this partition (shared with later lanes of the same partition)
+    counters: PartitionCounters = field(default_factory=PartitionCounters)
 
 
 @dataclass

@@ -46,6 +46,7 @@ from drsvc.runtime.replication.anomalies import BackfillAgeCheck, watch_for_stal
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
 from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
 from drsvc.runtime.replication.lane import Lane, WorkerStats
+from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.sync_writer import SyncWriter
 from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
@@ -65,7 +66,10 @@ class FlowWorker:
 
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
+        self.flow_id = settings.flow_id
         self.stats = WorkerStats()
+        #: per source partition, kept across re-assignments so metrics never count backwards
+        self._counters: dict[tuple[str, int], PartitionCounters] = {}
         self._stop = threading.Event()
         self._lanes: dict[tuple[str, int], Lane] = {}
         self._subscribed: list[str] = []
@@ -155,6 +159,7 @@ class FlowWorker:
                 next_seal = now + s.seal_interval_s
             if now >= next_commit:
                 self._commit(asynchronous=True)
+                self._remember_end_offsets()
                 next_commit = now + s.commit_interval_s
             if on_cycle is not None:
                 on_cycle(self)
@@ -172,11 +177,19 @@ class FlowWorker:
         loop_check = self._identity_loop_check
         stats = self.stats
         on_delivery = self._on_delivery
+        on_sampled_delivery = self._on_sampled_delivery
         lane: Lane | None = None
         lane_topic: str | None = None
         lane_partition: int | None = -1
         copied = 0
         size = 0
+        # Metrics cost nothing per record: a partition's counters are credited when the batch
+        # moves on to another partition (and at the end), and the first copy of each stretch
+        # carries the delivery callback that samples the latency.
+        credited = 0
+        credited_size = 0
+        last_ts = 0
+        sample = False
         for msg in messages:
             if msg.error() is not None:
                 self._consume_error(msg)
@@ -184,8 +197,12 @@ class FlowWorker:
             topic = msg.topic()
             partition = msg.partition()
             if partition != lane_partition or topic != lane_topic:
+                if lane is not None and copied > credited:
+                    lane.counters.add_batch(copied - credited, size - credited_size, last_ts)
+                credited, credited_size = copied, size
                 lane_topic, lane_partition = topic, partition
                 lane = lanes.get((topic, partition))
+                sample = True
             if lane is None or lane.resume_at is not None or not lane.progress.accepting:
                 continue
             offset: int = msg.offset()  # type: ignore[assignment]
@@ -199,6 +216,11 @@ class FlowWorker:
             value = msg.value()
             record_key = msg.key()
             epoch = msg.leader_epoch()
+            if sample:
+                report = partial(on_sampled_delivery, lane, offset, ts)
+                sample = False
+            else:
+                report = partial(on_delivery, lane, offset)
             sent = False
             while True:
                 try:
@@ -209,7 +231,7 @@ class FlowWorker:
                         partition=lane.source.partition,
                         timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
                         headers=headers,
-                        on_delivery=partial(on_delivery, lane, offset),
+                        on_delivery=report,
                     )
                     sent = True
                     break
@@ -231,6 +253,9 @@ class FlowWorker:
             lane.progress.produced(offset, -1 if epoch is None else epoch)
             copied += 1
             size += len(value or b"") + len(record_key or b"")
+            last_ts = ts
+        if lane is not None and copied > credited:
+            lane.counters.add_batch(copied - credited, size - credited_size, last_ts)
         stats.records_read += len(messages)
         stats.bytes_copied += size
         stats.records_copied += copied
@@ -276,6 +301,18 @@ class FlowWorker:
         else:
             self.stats.delivery_failures += 1
             lane.progress.failed(source_offset, err.str())
+
+    def _on_sampled_delivery(
+        self,
+        lane: Lane,
+        source_offset: int,
+        timestamp_ms: int,
+        err: KafkaError | None,
+        msg: Message,
+    ) -> None:
+        self._on_delivery(lane, source_offset, err, msg)
+        if err is None and timestamp_ms > 0:
+            lane.counters.latency.add(time.time() * 1000 - timestamp_ms, time.monotonic())
 
     def _consume_error(self, msg: Message) -> None:
         err = msg.error()
@@ -607,6 +644,7 @@ class FlowWorker:
                 progress=progress,
                 prefix=provenance.header_prefix(self.settings.source_alias, tp.topic, tp.partition),
                 committed=start,
+                counters=self._counters.setdefault((tp.topic, tp.partition), PartitionCounters()),
             )
             self._lanes[(tp.topic, tp.partition)] = lane
             self._syncs.rebuild(lane, start)
@@ -689,6 +727,47 @@ class FlowWorker:
     def _drop(self, lanes: list[Lane]) -> None:
         for lane in lanes:
             self._lanes.pop((lane.source.topic, lane.source.partition), None)
+
+    # ------------------------------------------------------------------ metrics
+
+    def _remember_end_offsets(self) -> None:
+        """Keep each partition's log end as the consumer knows it from fetch responses (no
+        request is sent), so that metric scrapes on another thread never call the consumer."""
+        consumer = self._consumer
+        assert consumer is not None
+        for lane in list(self._lanes.values()):
+            try:
+                marks = consumer.get_watermark_offsets(lane.source, cached=True)
+            except KafkaException:
+                continue
+            if marks is not None and marks[1] >= 0:
+                lane.counters.source_end_offset = marks[1]
+
+    def partition_reports(self) -> list[PartitionReport]:
+        """One report per partition copied now. Runs on a metrics scrape's thread: it reads
+        plain values the worker's thread keeps and never calls a Kafka client."""
+        now = time.monotonic()
+        now_ms = time.time() * 1000
+        reports = []
+        # list() copies the lanes in one step under the GIL while the worker may change them.
+        for lane in list(self._lanes.values()):
+            counters = lane.counters
+            last = counters.last_timestamp_ms
+            reports.append(
+                PartitionReport(
+                    flow=self.flow_id,
+                    topic=lane.source.topic,
+                    partition=lane.source.partition,
+                    remote_topic=lane.remote_topic,
+                    records_copied=counters.records_copied,
+                    bytes_copied=counters.bytes_copied,
+                    replicated_offset=lane.progress.commit_position,
+                    source_end_offset=counters.source_end_offset,
+                    latency_ms=counters.latency.value(now),
+                    record_age_ms=None if last is None else max(0.0, now_ms - last),
+                )
+            )
+        return reports
 
     # ------------------------------------------------------------------ setup and teardown
 
