@@ -301,7 +301,9 @@ def preload(bootstrap: str, topic: str, partitions: int, records: int, size: int
     return records / elapsed
 
 
-def topology_document(clusters: dict[str, str], topic: str) -> dict[str, Any]:
+def topology_document(
+    clusters: dict[str, str], topic: str, delivery: str = "at-least-once"
+) -> dict[str, Any]:
     return {
         "name": "bench",
         "clusters": {alias: {"bootstrap_servers": clusters[alias]} for alias in (SOURCE, TARGET)},
@@ -310,11 +312,15 @@ def topology_document(clusters: dict[str, str], topic: str) -> dict[str, Any]:
                 "source": SOURCE,
                 "target": TARGET,
                 "topics": {"include": [f"^{topic}$"]},
-                "delivery": "at-least-once",
+                "delivery": delivery,
                 "start": "earliest",
             }
         ],
     }
+
+
+#: the exactly-once series (same worker defaults, ``delivery: exactly-once``)
+EOS_SYSTEM = "drsvc-eos"
 
 
 def remote_topic(topic: str) -> str:
@@ -348,9 +354,11 @@ class Replicator:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def start_drsvc_worker(work_dir: Path, clusters: dict[str, str], topic: str) -> Replicator:
+def start_drsvc_worker(
+    work_dir: Path, clusters: dict[str, str], topic: str, delivery: str = "at-least-once"
+) -> Replicator:
     spec = {
-        "topology": topology_document(clusters, topic),
+        "topology": topology_document(clusters, topic, delivery),
         "flow": FLOW,
         # A group of its own per run: no rebalance waits on a previous run's member.
         "group_id": f"drsvc-bench.{topic}",
@@ -564,12 +572,14 @@ def start_replicator(
 ) -> Replicator:
     if system == "drsvc":
         return start_drsvc_worker(work_dir, clusters, topic)
+    if system == EOS_SYSTEM:
+        return start_drsvc_worker(work_dir, clusters, topic, "exactly-once")
     return start_mm2(work_dir, clusters, topic, args.java, args.mm2_heap, args.mm2_tasks)
 
 
 def stop_replicator(system: str, replicator: Replicator) -> dict[str, Any]:
     """Stop it; for a drsvc worker, return what it reported about itself."""
-    if system != "drsvc":
+    if not system.startswith("drsvc"):
         stop_process(replicator.proc, grace_s=30)
         return {}
     try:
@@ -632,7 +642,7 @@ def drain_once(
     main_wait_s = done.main_wait_s - first.main_wait_s
     record_bytes = size + KEY_BYTES
     spread = times.mark90 - times.mark10
-    python_worker = system == "drsvc"
+    python_worker = system.startswith("drsvc")
     m0, m1 = times.machine_first, times.machine_done
     ticks = max(1, m1.total - m0.total)
     result = DrainRun(
@@ -941,6 +951,32 @@ def source_revision() -> dict[str, Any]:
     return {"commit": commit, "modified": bool(dirty)}
 
 
+def summarize_exactly_once(
+    drains: dict[str, dict[str, list[DrainRun]]],
+    at_least_once: dict[str, dict[str, Any]],
+    sizes: list[str],
+) -> dict[str, Any]:
+    """The exactly-once series, with its ratio to the at-least-once one of the same session."""
+    eos: dict[str, Any] = {size: summarize_drain(drains[EOS_SYSTEM][size]) for size in sizes}
+    for size in sizes:
+        ours, exact = drains["drsvc"][size], drains[EOS_SYSTEM][size]
+        eos[size]["exactly_once_over_at_least_once_records_per_s"] = round(
+            eos[size]["records_per_s_median"] / at_least_once[size]["records_per_s_median"], 2
+        )
+        eos[size]["exactly_once_over_at_least_once_per_run_median"] = round(
+            statistics.median(
+                b.records_per_s / a.records_per_s for a, b in zip(ours, exact, strict=True)
+            ),
+            2,
+        )
+    eos["note"] = (
+        "a drain ends when the remote topic's end offsets reach the record count; transaction "
+        "markers take offsets too (one per partition per transaction), so the last few hundred "
+        "records may still be in flight then: a slight overstatement"
+    )
+    return eos
+
+
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     report: dict[str, Any] = {
@@ -961,7 +997,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         },
     }
     sizes = [s for s in SIZES if s in args.sizes]
-    systems = ["drsvc", "mm2"] if args.with_mm2 else ["drsvc"]
+    systems = (
+        ["drsvc"] + ([EOS_SYSTEM] if args.with_eos else []) + (["mm2"] if args.with_mm2 else [])
+    )
     drains: dict[str, dict[str, list[DrainRun]]] = {s: {z: [] for z in sizes} for s in systems}
     created: list[tuple[AdminClient, str]] = []
     work_dir = Path(tempfile.mkdtemp(prefix="drsvc-bench-work-"))
@@ -991,6 +1029,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 created.clear()
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+    report["exactly_once"] = (
+        summarize_exactly_once(drains, report["drain"], sizes) if args.with_eos else None
+    )
     report["mm2"] = None
     if args.with_mm2:
         mm2 = {size: summarize_drain(drains["mm2"][size]) for size in sizes}
@@ -1029,6 +1070,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
 def worker_child(spec_file: Path) -> int:
     """Run one FlowWorker until SIGTERM; print its stats and resource use as one JSON line."""
+    from drsvc.runtime.replication.exactly_once import ExactlyOnceWorker  # noqa: PLC0415
     from drsvc.runtime.replication.settings import worker_settings  # noqa: PLC0415
     from drsvc.runtime.replication.worker import FlowWorker  # noqa: PLC0415
     from drsvc.topology.models import Topology  # noqa: PLC0415
@@ -1042,7 +1084,9 @@ def worker_child(spec_file: Path) -> int:
     topology = Topology.model_validate(spec["topology"])
     flow = next(f for f in topology.flows if f.id == spec["flow"])
     settings = worker_settings(topology, flow, {}, group_id=spec["group_id"])
-    worker = FlowWorker(settings)
+    worker: Any = (
+        ExactlyOnceWorker(settings) if flow.delivery == "exactly-once" else FlowWorker(settings)
+    )
     parent = os.getppid()
 
     def stop(_signum: int, _frame: Any) -> None:
@@ -1085,6 +1129,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--latency-seconds", type=int, default=20, help="latency test length (0: skip it)"
     )
     parser.add_argument("--with-mm2", action="store_true", help="also drain with MirrorMaker 2")
+    parser.add_argument(
+        "--with-eos", action="store_true", help="also drain with an exactly-once drsvc flow"
+    )
     parser.add_argument("--mm2-heap", default="256m", help="MirrorMaker 2 JVM heap")
     parser.add_argument("--mm2-tasks", type=int, default=1, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--java", default=Settings.from_env().java, help="java executable")

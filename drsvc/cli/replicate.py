@@ -12,6 +12,8 @@ import typer
 
 from drsvc.cli.common import (
     ConsulOption,
+    LogFormatOption,
+    MetricsPortOption,
     StateDirOption,
     TopologyOption,
     configure_logging,
@@ -19,7 +21,9 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.errors import ConfigError
+from drsvc.runtime.metrics_server import serve_metrics
 from drsvc.runtime.replication.exactly_once import ExactlyOnceWorker
+from drsvc.runtime.replication.metrics import install_replication_metrics
 from drsvc.runtime.replication.settings import COMPRESSION_TYPES, worker_settings
 from drsvc.runtime.replication.worker import FlowWorker
 
@@ -56,13 +60,15 @@ def register(app: typer.Typer) -> None:
                 max=1024,
             ),
         ] = None,
+        metrics_port: MetricsPortOption = None,
+        log_format: LogFormatOption = "text",
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
         """Copy one flow of a topology (at least once, or exactly once as the flow says) until
         interrupted (SIGINT/SIGTERM)."""
-        configure_logging(verbose)
+        configure_logging(verbose, log_format)
         if compression not in COMPRESSION_TYPES:
             raise ConfigError(
                 f"--compression must be one of {', '.join(COMPRESSION_TYPES)} (got {compression!r})"
@@ -90,6 +96,9 @@ def register(app: typer.Typer) -> None:
         worker: FlowWorker | ExactlyOnceWorker = (
             ExactlyOnceWorker(settings) if flow.delivery == "exactly-once" else FlowWorker(settings)
         )
+
+        install_replication_metrics(worker)
+        serve_metrics(metrics_port)
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             log.info(

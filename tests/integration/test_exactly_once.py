@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -48,8 +50,8 @@ def _topology(tmp_path: Path, pair: EnvironmentInfo, topic: str) -> Path:
     )
 
 
-def _worker(topology: Path, log: Path) -> WorkerProcess:
-    return WorkerProcess(topology, "east->west", log, "--slots", str(SLOTS))
+def _worker(topology: Path, log: Path, *extra: str) -> WorkerProcess:
+    return WorkerProcess(topology, "east->west", log, "--slots", str(SLOTS), *extra)
 
 
 def _produce_transactions(
@@ -325,3 +327,50 @@ def test_bad_slot_count_is_refused(
     worker.proc.wait(60)
     assert worker.proc.returncode == 2
     assert "slots" in json.dumps(log.read_text())
+
+
+def test_pause_resume_and_throttle_in_exactly_once_mode(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    consul = cluster_pair.consul_http_addr
+    assert consul is not None
+    topic = "eos-ctl"
+    create(east, topic, 2)
+    topology = _topology(tmp_path, cluster_pair, topic)
+
+    def flow_cli(*args: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "drsvc.cli.main", "flow", *args, "east->west", "-t",
+             str(topology), "--consul", consul],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+    worker = _worker(topology, tmp_path / "ctl.log", "--consul", consul)
+    try:
+        expected = _produce_transactions(east, topic, 2, 0, 1000, abort_every=0)
+        wait_for(lambda: _count_committed(west, f"east.{topic}") >= 1000, 60, "first copies")
+        flow_cli("pause", "--topic", topic)
+        wait_for(lambda: "paused 2 partition(s)" in worker.log_tail(200), 30, "the pause")
+        expected |= _produce_transactions(east, topic, 2, 1000, 1000, abort_every=2)
+        time.sleep(6)  # more than a refresh interval: a paused topic copies nothing
+        assert _count_committed(west, f"east.{topic}") == 1000
+        flow_cli("resume", "--topic", topic)
+        wait_for(lambda: _count_committed(west, f"east.{topic}") >= 2000, 60, "after resume")
+        flow_cli("throttle", "--bytes-per-s", "50000")
+        wait_for(lambda: '"throttle_bytes_per_s":50000' in worker.log_tail(200).replace(" ", ""),
+                 30, "the throttle")  # fmt: skip
+        started = time.monotonic()
+        big = Producer({"bootstrap.servers": east})
+        for n in range(200):
+            big.produce(topic, f"seq-{2000 + n}".encode() + b"x" * 1000, partition=n % 2)
+            expected.add(f"seq-{2000 + n}".encode() + b"x" * 1000)
+        big.flush(30)
+        wait_for(lambda: _count_committed(west, f"east.{topic}") >= 2200, 60, "throttled copies")
+        # 200 kB at 50 kB/s cannot take less than about 3 s, however fast the machine.
+        assert time.monotonic() - started >= 2.5
+        flow_cli("throttle")
+    finally:
+        worker.stop()
+    assert worker.proc.returncode == 0, worker.log_tail()
+    _assert_exactly(west, f"east.{topic}", expected)

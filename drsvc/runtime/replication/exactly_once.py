@@ -48,10 +48,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import admin_client, create_topic, describe_topics
-from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.errors import ConfigError, CoordinatorUnavailableError, KafkaUnavailableError
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
+from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
 from drsvc.runtime.replication.lane import WorkerStats
+from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
 from failover import offset_syncs, provenance
@@ -87,17 +90,14 @@ class SlotPartition:
     slot: int
     #: next source offset committed together with the copies before it
     committed: int
+    #: what metrics show; kept by the worker across slot moves so counters never go back
+    counters: PartitionCounters
     #: next target offset after the committed copies (-1 while unknown)
     next_target: int = -1
     #: last target offset acknowledged in the open transaction (-1 none)
     last_target: int = -1
-    records_copied: int = 0
-    bytes_copied: int = 0
-    #: newest ack time minus record timestamp seen, and the record timestamp (ms)
-    latency_ms: float | None = None
-    last_record_ms: int | None = None
-    #: source end offset as last seen (cached watermark)
-    source_end: int | None = None
+    #: take a latency sample from the next acknowledgement (one per transaction is enough)
+    sample_latency: bool = True
 
 
 @dataclass
@@ -153,11 +153,21 @@ class ExactlyOnceWorker:
         self._retry_at: dict[int, float] = {}
         self._failures_in_a_row: dict[int, int] = {}
         self._parts: dict[tuple[str, int], SlotPartition] = {}
+        self._counters: dict[tuple[str, int], PartitionCounters] = {}
         self._source: Consumer | None = None
         self._membership: Consumer | None = None
         self._progress: Consumer | None = None
         self._group_metadata: Any = None
         self._idle_check_at = 0.0
+        self._record_bytes = 1024
+        self._control = FlowControl()
+        self._throttle = Throttle(settings.throttle_bytes_per_s)
+        self._paused: set[tuple[str, int]] = set()
+        self._consul = (
+            ConsulClient(settings.consul_http_addr)
+            if settings.consul_http_addr is not None
+            else None
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -205,14 +215,16 @@ class ExactlyOnceWorker:
             now = time.monotonic()
             if now >= next_refresh:
                 self._refresh_topics()
+                self._apply_control()
                 next_refresh = now + s.refresh_interval_s
             self._take_waiting_slots(now)
             if not self._parts:
                 membership.poll(s.poll_timeout_s)
                 continue
-            messages = source.consume(s.batch_size, s.poll_timeout_s)
+            messages = source.consume(self._batch_size(), s.poll_timeout_s)
             if messages:
-                self._copy(messages)
+                sent = self._copy(messages)
+                self._hold_back(self._throttle.wait_s(sent, time.monotonic()))
             self._commit_due(time.monotonic())
             if on_cycle is not None:
                 on_cycle(self)
@@ -228,7 +240,9 @@ class ExactlyOnceWorker:
 
     # ------------------------------------------------------------------ copying
 
-    def _copy(self, messages: list[Message]) -> None:  # noqa: PLR0915 (one loop, no calls per record)
+    def _copy(self, messages: list[Message]) -> int:  # noqa: PLR0915 (one loop, no calls per record)
+        """Produce the copies of ``messages`` in their slots' transactions; return the bytes of
+        key and value sent."""
         parts = self._parts
         header_key = provenance.PROVENANCE_HEADER
         target = self.settings.target_alias
@@ -289,13 +303,70 @@ class ExactlyOnceWorker:
             part.progress.produced(offset, -1 if epoch is None else epoch)
             slot.records_in_transaction += 1
             nbytes = len(value or b"") + len(key or b"")
-            part.records_copied += 1
-            part.bytes_copied += nbytes
+            part.counters.add_batch(1, nbytes, ts)
             size += nbytes
             copied += 1
         stats.records_read += len(messages)
         stats.records_copied += copied
         stats.bytes_copied += size
+        if copied:
+            self._record_bytes = max(1024, size // copied)
+        return size
+
+    def _batch_size(self) -> int:
+        """Records per batch: throttled flows take about a tenth of a second's worth at a time."""
+        rate = self._throttle.bytes_per_s
+        if rate is None:
+            return self.settings.batch_size
+        return max(1, min(self.settings.batch_size, rate // (10 * self._record_bytes)))
+
+    def _hold_back(self, seconds: float) -> None:
+        """Throttle: wait, committing due transactions and staying in the group meanwhile."""
+        membership = self._membership
+        assert membership is not None
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
+            membership.poll(min(left, 0.1))
+            self._commit_due(time.monotonic())
+
+    # ------------------------------------------------------------------ flow control
+
+    def _apply_control(self) -> None:
+        """Follow the operator's pause/resume/throttle document (see :mod:`.control`)."""
+        if self._consul is None or self.settings.control_key is None:
+            return
+        try:
+            control = read_control(self._consul, self.settings.control_key)
+        except (CoordinatorUnavailableError, ConfigError) as err:
+            log.warning("reading flow control of %s: %s (keeping the last)", self.flow_id, err)
+            return
+        if control != self._control:
+            log.info("flow control of %s: %s", self.flow_id, control.to_json())
+        self._control = control
+        self._throttle.bytes_per_s = (
+            control.throttle_bytes_per_s or self.settings.throttle_bytes_per_s
+        )
+        self._follow_pauses()
+
+    def _follow_pauses(self) -> None:
+        """Pause or resume source partitions as the control document says. A paused partition
+        keeps its committed progress; reading resumes where it stopped."""
+        source = self._source
+        assert source is not None
+        wanted = {key for key in self._parts if self._control.topic_paused(key[0])}
+        to_pause = [self._parts[key].source for key in wanted - self._paused]
+        to_resume = [
+            TopicPartition(topic, partition)
+            for topic, partition in self._paused - wanted
+            if (topic, partition) in self._parts
+        ]
+        if to_pause:
+            source.pause(to_pause)
+            log.info("paused %d partition(s) of %s", len(to_pause), self.flow_id)
+        if to_resume:
+            source.resume(to_resume)
+            log.info("resuming %d partition(s) of %s", len(to_resume), self.flow_id)
+        self._paused = wanted
 
     def _begin(self, slot: Slot, now: float) -> bool:
         try:
@@ -334,10 +405,11 @@ class ExactlyOnceWorker:
                 slot.failure = str(exc)
             return
         part.last_target = max(part.last_target, target_offset)
-        ts_type, ts = msg.timestamp()
-        if ts_type != TIMESTAMP_NOT_AVAILABLE:
-            part.last_record_ms = ts
-            part.latency_ms = time.time() * 1000 - ts
+        if part.sample_latency:
+            part.sample_latency = False
+            ts_type, ts = msg.timestamp()
+            if ts_type != TIMESTAMP_NOT_AVAILABLE and ts > 0:
+                part.counters.latency.add(time.time() * 1000 - ts, time.monotonic())
 
     def _consume_error(self, msg: Message, err: KafkaError) -> None:
         if err.code() == KafkaError._PARTITION_EOF:
@@ -378,12 +450,53 @@ class ExactlyOnceWorker:
             self._commit(slot)
         # Positions can move without records (aborted source transactions, markers): commit
         # them now and then, so progress and syncs say "caught up" exactly.
-        if idle_due and now - self._idle_check_at >= 1.0:
-            self._idle_check_at = now
+        if now - self._idle_check_at < 1.0:
+            return
+        self._idle_check_at = now
+        self._note_source_ends()
+        if idle_due:
             for slot in idle_due:
                 positions = self._positions(slot)
                 if any(positions[k] > p.committed for k, p in slot.partitions.items()):
                     self._commit(slot, positions)
+
+    def _note_source_ends(self) -> None:
+        """Keep each partition's source end for metrics (cached watermarks: no request), so a
+        metrics scrape on another thread never calls the consumer."""
+        source = self._source
+        assert source is not None
+        for part in list(self._parts.values()):
+            try:
+                marks = source.get_watermark_offsets(part.source, cached=True)
+            except KafkaException:
+                continue
+            if marks is not None and marks[1] >= 0:
+                part.counters.source_end_offset = marks[1]
+
+    def partition_reports(self) -> list[PartitionReport]:
+        """One report per partition of the slots owned now (see :mod:`.metrics`). Runs on a
+        scrape's thread: reads plain values only."""
+        now = time.monotonic()
+        now_ms = time.time() * 1000
+        reports = []
+        for part in list(self._parts.values()):
+            counters = part.counters
+            last = counters.last_timestamp_ms
+            reports.append(
+                PartitionReport(
+                    flow=self.flow_id,
+                    topic=part.source.topic,
+                    partition=part.source.partition,
+                    remote_topic=part.remote_topic,
+                    records_copied=counters.records_copied,
+                    bytes_copied=counters.bytes_copied,
+                    replicated_offset=part.committed,
+                    source_end_offset=counters.source_end_offset,
+                    latency_ms=counters.latency.value(now),
+                    record_age_ms=None if last is None else max(0.0, now_ms - last),
+                )
+            )
+        return reports
 
     def _positions(self, slot: Slot) -> dict[tuple[str, int], int]:
         """Next source offset per partition of ``slot``: everything before it was read."""
@@ -463,6 +576,7 @@ class ExactlyOnceWorker:
             part.committed = position
             part.next_target = next_target
             part.last_target = -1
+            part.sample_latency = True
             part.progress.persisted(position)
         slot.in_transaction = False
         slot.records_in_transaction = 0
@@ -598,6 +712,7 @@ class ExactlyOnceWorker:
                         start=start,
                     ),
                     slot=slot_of(name, partition, self.slot_count),
+                    counters=self._counters.setdefault((name, partition), PartitionCounters()),
                     committed=start,
                     next_target=next_target,
                 )
@@ -665,6 +780,8 @@ class ExactlyOnceWorker:
             source.incremental_assign(
                 [TopicPartition(p.source.topic, p.source.partition, p.committed) for p in parts]
             )
+            self._paused -= {(p.source.topic, p.source.partition) for p in parts}
+            self._follow_pauses()
 
     def _unassign(self, slot: Slot) -> None:
         source = self._source
