@@ -25,6 +25,14 @@ from replication_support import (
     watermarks,
     write_topology,
 )
+from test_translate import (
+    by_partition,
+    check_moved_exactly,
+    consume_and_commit,
+    read_from,
+    translate,
+    translated,
+)
 
 from drsvc.devenv.environment import EnvironmentInfo
 from failover import offset_syncs
@@ -374,3 +382,34 @@ def test_pause_resume_and_throttle_in_exactly_once_mode(
         worker.stop()
     assert worker.proc.returncode == 0, worker.log_tail()
     _assert_exactly(west, f"east.{topic}", expected)
+
+
+def test_exact_translation_through_transactional_syncs(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    """Syncs written in the slots' transactions translate a group exactly: the copies' offsets
+    skip the transaction markers of the target, the source's skip its own and aborted records."""
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    topic = "eos-tr"
+    create(east, topic, 3)
+    topology = _topology(tmp_path, cluster_pair, topic)
+    expected = _produce_transactions(east, topic, 3, 0, 6000, abort_every=2)
+    worker = _worker(topology, tmp_path / "tr.log")
+    try:
+        wait_for(lambda: _count_committed(west, f"east.{topic}") >= len(expected), 90, "copies")
+    finally:
+        worker.stop()
+    everything = by_partition(east, topic)
+    # Partition 0 read to its end, 1 a third of the way, 2 not at all.
+    stops = {
+        0: everything[0][-1][0] + 1,
+        1: everything[1][len(everything[1]) // 3][0],
+        2: everything[2][0][0],
+    }
+    consumed = consume_and_commit(east, topic, "eos-tr-group", stops, "read_committed")
+    result = translate(topology, "eos-tr-group", "east", "west")
+    rows = translated(result, f"east.{topic}")
+    assert result["exact"], result
+    starts = {p: row["target_offset"] for p, row in rows.items()}
+    after = read_from(west, f"east.{topic}", "eos-tr-group", starts, "read_committed")
+    check_moved_exactly(everything, consumed, after)
