@@ -1,10 +1,139 @@
-"""``drsvc run``: placeholder until its command lands."""
+"""``drsvc run``: every role of a topology as a supervised process tree on this machine."""
 
 from __future__ import annotations
 
+import logging
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
 import typer
+
+from drsvc.cli.common import (
+    LogFormatOption,
+    StateDirOption,
+    TopologyOption,
+    configure_logging,
+)
+from drsvc.errors import ConfigError
+from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
+from drsvc.runtime.supervisor.live_view import LiveView, RecentEvents
+from drsvc.runtime.supervisor.plain_view import PlainView
+from drsvc.runtime.supervisor.restart_policy import RestartPolicy
+from drsvc.runtime.supervisor.roles import ROLE_KINDS, parse_role_kinds, plan_roles
+from drsvc.runtime.supervisor.run_lock import hold_run_lock
+from drsvc.runtime.supervisor.status import StatusView
+from drsvc.runtime.supervisor.supervisor import Outcome, Supervisor, SupervisorSettings
+from drsvc.settings import Settings
+from drsvc.topology.loader import load_topology
+
+log = logging.getLogger("drsvc.run")
+
+SUPERVISOR_LOG = "supervisor.log"
+
+
+def _log_to_file(path: Path, log_format: str, verbose: bool, extra: logging.Handler | None) -> None:
+    """The supervisor's own messages go to ``run/supervisor.log`` in every mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(
+        JsonLogFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if extra is not None:
+        root.addHandler(extra)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 def register(app: typer.Typer) -> None:
-    """Add the command to ``app``."""
-    del app
+    @app.command()
+    def run(
+        topology_file: TopologyOption,
+        workers_per_flow: Annotated[
+            int, typer.Option(min=1, help="Replication worker processes per flow.")
+        ] = 1,
+        roles: Annotated[
+            str,
+            typer.Option(help=f"Comma-separated roles to run: {', '.join(ROLE_KINDS)}."),
+        ] = ",".join(ROLE_KINDS),
+        plain: Annotated[
+            bool, typer.Option("--plain", help="Log lines instead of the live view, even on a TTY.")
+        ] = False,
+        summary_every_s: Annotated[
+            float,
+            typer.Option(help="Without the live view: seconds between flow summaries (0: none)."),
+        ] = 10.0,
+        grace_s: Annotated[
+            float,
+            typer.Option(min=0, help="On SIGTERM/SIGINT: how long roles may take to stop."),
+        ] = 30.0,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+        state_dir: StateDirOption = None,
+        log_format: LogFormatOption = "text",
+    ) -> None:
+        """Run every role of a topology (replication workers per flow, heartbeats,
+        checkpoints), restarting crashed roles with backoff, until SIGINT/SIGTERM."""
+        if log_format not in LOG_FORMATS:
+            raise ConfigError(
+                f"--log-format must be one of {', '.join(LOG_FORMATS)} (got {log_format!r})"
+            )
+        kinds = parse_role_kinds(roles)
+        topology_path = topology_file.resolve()
+        topology = load_topology(topology_path)
+        state = Settings.from_env(state_dir=state_dir).state_dir.resolve()
+        run_dir = state / "run"
+        specs = plan_roles(
+            topology,
+            topology_path,
+            kinds,
+            workers_per_flow=workers_per_flow,
+            state_dir=state,
+            log_format=log_format,
+            verbose=verbose,
+        )
+        live = not plain and sys.stdout.isatty()
+        events = RecentEvents() if live else None
+        if not live:
+            configure_logging(verbose, log_format)
+        _log_to_file(run_dir / SUPERVISOR_LOG, log_format, verbose, events)
+
+        with hold_run_lock(run_dir):
+            supervisor = Supervisor(
+                specs,
+                run_dir,
+                topology_path,
+                policy=RestartPolicy(),
+                settings=SupervisorSettings(
+                    grace_s=grace_s, scrape_every_s=1.0 if live else summary_every_s
+                ),
+            )
+            view: StatusView = (
+                LiveView(f"drsvc run: {topology.name}", run_dir, events)
+                if live
+                else PlainView(
+                    supervisor.log_files, summary_every_s=summary_every_s, log_format=log_format
+                )
+            )
+            supervisor.attach_view(view)
+
+            def stop(signum: int, _frame: FrameType | None) -> None:
+                supervisor.request_stop(f"received {signal.Signals(signum).name}")
+
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, stop)
+            try:
+                outcome = supervisor.run()
+            finally:
+                view.close()
+        if outcome is Outcome.ALL_FAILED:
+            raise ConfigError(
+                f"every role of drsvc run failed on bad input; their logs are in {run_dir}"
+            )
+        if outcome is Outcome.UNCLEAN:
+            log.warning("stopped, but not every role stopped cleanly (see %s)", run_dir)
+            raise typer.Exit(1)

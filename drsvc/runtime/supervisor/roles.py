@@ -1,0 +1,122 @@
+"""Which role processes ``drsvc run`` starts for a topology, and with which command lines.
+
+Per flow, ``workers_per_flow`` replication workers (``drsvc replicate --flow <id>``); one
+``drsvc heartbeats`` and one ``drsvc checkpoints`` for the whole topology. Each role gets a name
+that is also the stem of its log file (``replicate.east-to-west.1``), the topology and the shared
+options (``--state-dir``, ``--log-format``, ``-v``); the supervisor adds ``--metrics-port`` when it
+starts the process, because the port may change between restarts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from drsvc.errors import ConfigError
+from drsvc.topology.models import Topology
+
+REPLICATE = "replicate"
+HEARTBEATS = "heartbeats"
+CHECKPOINTS = "checkpoints"
+ROLE_KINDS = (REPLICATE, HEARTBEATS, CHECKPOINTS)
+
+
+def drsvc_command() -> tuple[str, ...]:
+    """How to run ``drsvc`` with the Python that runs this process (same venv, same code)."""
+    return (sys.executable, "-m", "drsvc.cli.main")
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One supervised process: its name, what it does, and how to start it."""
+
+    name: str
+    """Unique; the stem of its log file and the value of ``DRSVC_ROLE`` in its environment."""
+    kind: str
+    """replicate, heartbeats, checkpoints (or anything else for tests)."""
+    command: tuple[str, ...]
+    """The command line without ``--metrics-port``."""
+    flow: str | None = None
+    """The flow a replication worker copies (e.g. ``east->west``)."""
+    metrics: bool = True
+    """Whether the role accepts ``--metrics-port`` (every role command does)."""
+
+    def argv(self, metrics_port: int | None) -> list[str]:
+        if not self.metrics or metrics_port is None:
+            return list(self.command)
+        return [*self.command, "--metrics-port", str(metrics_port)]
+
+
+def parse_role_kinds(text: str) -> tuple[str, ...]:
+    """``replicate,heartbeats`` -> the kinds, in the order given, each once."""
+    kinds = [part.strip() for part in text.split(",") if part.strip()]
+    if not kinds:
+        raise ConfigError(f"--roles names no role; choose from {', '.join(ROLE_KINDS)}")
+    unknown = [kind for kind in kinds if kind not in ROLE_KINDS]
+    if unknown:
+        raise ConfigError(
+            f"--roles: unknown role {unknown[0]!r}; choose from {', '.join(ROLE_KINDS)}"
+        )
+    return tuple(dict.fromkeys(kinds))
+
+
+def role_name(kind: str, flow: str | None = None, index: int | None = None) -> str:
+    """A file-name-safe role name: ``replicate.east-to-west.1``, ``heartbeats``."""
+    parts = [kind]
+    if flow is not None:
+        parts.append(flow.replace("->", "-to-"))
+    if index is not None:
+        parts.append(str(index))
+    return ".".join(parts)
+
+
+def plan_roles(
+    topology: Topology,
+    topology_file: Path,
+    kinds: Sequence[str],
+    *,
+    workers_per_flow: int,
+    state_dir: Path,
+    log_format: str,
+    verbose: bool = False,
+    drsvc: Sequence[str] | None = None,
+) -> list[RoleSpec]:
+    """The roles to supervise for ``topology``, in start order (workers first, by flow)."""
+    if workers_per_flow < 1:
+        raise ConfigError(f"--workers-per-flow must be at least 1 (got {workers_per_flow})")
+    base = tuple(drsvc) if drsvc is not None else drsvc_command()
+    shared = ["--topology", str(topology_file), "--state-dir", str(state_dir)]
+    shared += ["--log-format", log_format]
+    if verbose:
+        shared.append("-v")
+    roles: list[RoleSpec] = []
+    if REPLICATE in kinds:
+        for flow in topology.flows:
+            for index in range(1, workers_per_flow + 1):
+                roles.append(
+                    RoleSpec(
+                        name=role_name(REPLICATE, flow.id, index),
+                        kind=REPLICATE,
+                        command=(*base, REPLICATE, *shared, "--flow", flow.id),
+                        flow=flow.id,
+                    )
+                )
+    for kind in (HEARTBEATS, CHECKPOINTS):
+        if kind in kinds:
+            roles.append(RoleSpec(name=kind, kind=kind, command=(*base, kind, *shared)))
+    names = [role.name for role in roles]
+    clashes = sorted({name for name in names if names.count(name) > 1})
+    if clashes:
+        # Only aliases built to look like another flow's id (``a-to-b``) can get here.
+        raise ConfigError(
+            f"topology {topology_file}: flows give the same role name {clashes[0]!r}; "
+            "rename a cluster alias"
+        )
+    if not roles:
+        raise ConfigError(
+            f"nothing to run: topology {topology_file} has no flows and --roles asks only "
+            "for replication workers"
+        )
+    return roles

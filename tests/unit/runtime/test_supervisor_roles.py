@@ -1,0 +1,130 @@
+"""Which roles ``drsvc run`` plans for a topology, and their command lines."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from drsvc.errors import ConfigError
+from drsvc.runtime.supervisor.roles import (
+    ROLE_KINDS,
+    RoleSpec,
+    parse_role_kinds,
+    plan_roles,
+    role_name,
+)
+from drsvc.topology import load_topology_text
+
+TOPOLOGY = """
+name: aa
+clusters:
+  east: {bootstrap_servers: "127.0.0.1:19092"}
+  west: {bootstrap_servers: "127.0.0.1:19093"}
+flows:
+  - {source: east, target: west}
+  - {source: west, target: east}
+"""
+
+DRSVC = ("/venv/python", "-m", "drsvc.cli.main")
+
+
+def plan(kinds: tuple[str, ...] = ROLE_KINDS, **kwargs: object) -> list[RoleSpec]:
+    options: dict[str, object] = {
+        "workers_per_flow": 1,
+        "state_dir": Path("/state"),
+        "log_format": "json",
+        "drsvc": DRSVC,
+    }
+    options.update(kwargs)
+    return plan_roles(
+        load_topology_text(TOPOLOGY),
+        Path("/t/aa.yaml"),
+        kinds,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def test_every_role_of_the_topology_with_the_shared_options() -> None:
+    roles = plan()
+    assert [r.name for r in roles] == [
+        "replicate.east-to-west.1",
+        "replicate.west-to-east.1",
+        "heartbeats",
+        "checkpoints",
+    ]
+    shared = ["--topology", "/t/aa.yaml", "--state-dir", "/state", "--log-format", "json"]
+    assert roles[0].argv(None) == [*DRSVC, "replicate", *shared, "--flow", "east->west"]
+    assert roles[0].flow == "east->west" and roles[0].kind == "replicate"
+    assert roles[2].argv(4321) == [*DRSVC, "heartbeats", *shared, "--metrics-port", "4321"]
+    assert roles[3].argv(None) == [*DRSVC, "checkpoints", *shared]
+    assert roles[3].flow is None
+
+
+def test_workers_per_flow_and_a_role_subset() -> None:
+    roles = plan(("replicate",), workers_per_flow=3, verbose=True)
+    assert [r.name for r in roles] == [
+        *(f"replicate.east-to-west.{i}" for i in (1, 2, 3)),
+        *(f"replicate.west-to-east.{i}" for i in (1, 2, 3)),
+    ]
+    assert all(r.command[-3] == "-v" for r in roles)
+
+
+def test_the_default_command_is_this_python() -> None:
+    roles = plan(("heartbeats",), drsvc=None)
+    assert roles[0].command[:3] == (sys.executable, "-m", "drsvc.cli.main")
+
+
+def test_zero_workers_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--workers-per-flow must be at least 1"):
+        plan(workers_per_flow=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "kinds"),
+    [
+        ("replicate", ("replicate",)),
+        (" heartbeats , replicate,heartbeats", ("heartbeats", "replicate")),
+        ("replicate,heartbeats,checkpoints", ROLE_KINDS),
+    ],
+)
+def test_parse_role_kinds(text: str, kinds: tuple[str, ...]) -> None:
+    assert parse_role_kinds(text) == kinds
+
+
+@pytest.mark.parametrize(("text", "message"), [("", "names no role"), ("replicat", "'replicat'")])
+def test_unknown_or_no_roles_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_role_kinds(text)
+
+
+def test_role_names_are_file_names() -> None:
+    assert role_name("replicate", "a.b->c_d", 2) == "replicate.a.b-to-c_d.2"
+    assert "/" not in role_name("replicate", "east->west", 1)
+
+
+def test_clashing_role_names_are_refused() -> None:
+    topology = load_topology_text(
+        """
+name: odd
+clusters:
+  a-to-b: {bootstrap_servers: "127.0.0.1:1"}
+  c: {bootstrap_servers: "127.0.0.1:2"}
+  a: {bootstrap_servers: "127.0.0.1:3"}
+  b-to-c: {bootstrap_servers: "127.0.0.1:4"}
+flows:
+  - {source: a-to-b, target: c}
+  - {source: a, target: b-to-c}
+"""
+    )
+    with pytest.raises(ConfigError, match=re.escape("same role name 'replicate.a-to-b-to-c.1'")):
+        plan_roles(
+            topology,
+            Path("odd.yaml"),
+            ("replicate",),
+            workers_per_flow=1,
+            state_dir=Path("/s"),
+            log_format="text",
+        )
