@@ -20,6 +20,10 @@ def consumer_config(s: WorkerSettings) -> dict[str, Any]:
             "auto.offset.reset": "error",
             "enable.partition.eof": False,
             "partition.assignment.strategy": "roundrobin",
+            # A worker that died (kill -9, lost machine) gives its partitions up in seconds, and
+            # a restarted one gets them back as fast (librdkafka's default is 45 s).
+            "session.timeout.ms": s.membership_session_timeout_ms,
+            "heartbeat.interval.ms": max(500, s.membership_session_timeout_ms // 10),
             "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),
             "fetch.wait.max.ms": 100,
             "queued.max.messages.kbytes": s.fetch_queue_kbytes,

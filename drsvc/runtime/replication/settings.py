@@ -69,7 +69,7 @@ class WorkerSettings:
     transaction_interval_s: float = 0.2
     #: exactly-once: records per transaction before it is committed early
     transaction_max_records: int = 50_000
-    #: exactly-once: how soon a silent worker loses its slots to the others
+    #: how soon a silent worker loses its partitions (or slots) to the others
     membership_session_timeout_ms: int = 10_000
     #: exactly-once: after being fenced, wait this long before taking the slot back (if still
     #: assigned), so a paused worker learns it lost the slot rather than fence the new owner
