@@ -1,0 +1,1 @@
+"""Heartbeats: an emitter per cluster, freshness observers, and the role that runs them."""
