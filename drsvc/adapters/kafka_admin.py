@@ -97,6 +97,8 @@ def create_topic(
     future = admin.create_topics([topic], operation_timeout=timeout_s)[name]
     try:
         future.result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError as err:
+        raise KafkaUnavailableError(f"creating topic {name}: no answer in {timeout_s}s") from err
     except KafkaException as err:
         error: KafkaError = err.args[0]
         if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -155,6 +157,10 @@ def describe_topics(
     for name, future in futures.items():
         try:
             description = future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError as err:
+            raise KafkaUnavailableError(
+                f"describing topic {name}: no answer in {timeout_s}s"
+            ) from err
         except KafkaException as err:
             if err.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
@@ -194,6 +200,8 @@ def grow_partitions(admin: AdminClient, name: str, total: int, timeout_s: float 
     future = admin.create_partitions([NewPartitions(name, total)], request_timeout=timeout_s)[name]
     try:
         future.result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError as err:
+        raise KafkaUnavailableError(f"growing {name}: no answer in {timeout_s}s") from err
     except KafkaException as err:
         if err.args[0].code() == KafkaError.INVALID_PARTITIONS:
             return  # someone (another worker) grew it already

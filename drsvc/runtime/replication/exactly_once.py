@@ -53,6 +53,7 @@ from drsvc.adapters.kafka_admin import admin_client, create_topic, describe_topi
 from drsvc.errors import ConfigError, CoordinatorUnavailableError, KafkaUnavailableError
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
 from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
+from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
 from drsvc.runtime.replication.lane import WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
@@ -200,10 +201,16 @@ class ExactlyOnceWorker:
             self.names.membership_group,
             s.target_alias,
         )
+        # Heartbeats take their own lane: a data backlog or a throttle never delays them.
+        heartbeats = HeartbeatLane(self.settings)
+        heartbeats.start()
         try:
             self._loop(on_cycle)
         finally:
-            self._shutdown()
+            try:
+                self._shutdown()
+            finally:
+                heartbeats.stop()
 
     def _loop(self, on_cycle: Callable[[ExactlyOnceWorker], None] | None) -> None:
         source, membership = self._source, self._membership

@@ -28,7 +28,12 @@ from drsvc.adapters.kafka_admin import (
 from drsvc.errors import KafkaUnavailableError
 from failover.replication_policy import ReplicationPolicy
 from failover.topic_configs import config_drift, remote_topic_configs
-from failover.topic_rules import InternalTopicNames, NameFilter, topic_verdict
+from failover.topic_rules import (
+    InternalTopicNames,
+    NameFilter,
+    is_heartbeats_topic,
+    topic_verdict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +76,8 @@ class TopicMirror:
         names = sorted(list_topic_names(self.source_admin))
         wanted: dict[str, str] = {}
         for name in names:
+            if is_heartbeats_topic(name, self.policy, self.names):
+                continue  # copied on their own lane, never behind a data backlog
             verdict = topic_verdict(
                 name,
                 self.source_alias,

@@ -45,6 +45,7 @@ from drsvc.errors import ConfigError, CoordinatorUnavailableError, KafkaUnavaila
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck, watch_for_stalls
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
 from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
+from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
 from drsvc.runtime.replication.lane import Lane, WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
@@ -118,10 +119,16 @@ class FlowWorker:
         # sight (its scans took a sixth of the worker's CPU per record when profiled).
         gc.collect()
         gc.freeze()
+        # Heartbeats take their own lane: a data backlog or a throttle never delays them.
+        heartbeats = HeartbeatLane(self.settings)
+        heartbeats.start()
         try:
             self._loop(on_cycle)
         finally:
-            self._shutdown()
+            try:
+                self._shutdown()
+            finally:
+                heartbeats.stop()
 
     def _loop(self, on_cycle: Callable[[FlowWorker], None] | None) -> None:
         consumer, producer = self._consumer, self._producer

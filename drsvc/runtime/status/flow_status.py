@@ -37,6 +37,7 @@ from drsvc.topology.models import Flow, Topology
 from failover.errors import PolicyError
 from failover.offset_syncs import TopicPartition
 from failover.slots import SlotNames, SlotProgress, slot_of
+from failover.topic_rules import is_heartbeats_topic
 
 #: flows read at once (each waits on its clusters, not on the CPU)
 MAX_PARALLEL_FLOWS = 8
@@ -100,9 +101,14 @@ def flow_status(
 def covered_partitions(
     topology: Topology, flow: Flow, partition_counts: Mapping[str, int]
 ) -> list[tuple[TopicPartition, str]]:
-    """Source partitions the flow copies, each with its remote topic, in name order."""
+    """Source partitions the flow copies, each with its remote topic, in name order. Heartbeats
+    are left out: their own lane copies them without progress (their freshness is what counts,
+    see ``drsvc heartbeats``)."""
     covered: list[tuple[TopicPartition, str]] = []
+    policy, names = topology.policy_for(flow), topology.internal_names()
     for topic in sorted(partition_counts):
+        if is_heartbeats_topic(topic, policy, names):
+            continue
         verdict = topology.topic_verdict(flow, topic)
         if verdict.replicate and verdict.target_topic is not None:
             remote = verdict.target_topic
