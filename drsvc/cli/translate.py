@@ -16,6 +16,7 @@ from drsvc.runtime.translation.cluster_view import KafkaClusterView
 from drsvc.runtime.translation.group_translation import (
     GroupTranslation,
     PartitionTranslation,
+    iso_time,
     select_flows,
     translate_group,
 )
@@ -81,6 +82,8 @@ def render(result: GroupTranslation, console: Console) -> None:
         "LOG-END-OFFSET",
         "LAG",
         "NOT-REPLICATED",
+        "WOULD-LOSE",
+        "WOULD-REREAD",
         "TRANSLATION",
     ):
         table.add_column(header, no_wrap=True)
@@ -97,6 +100,8 @@ def render(result: GroupTranslation, console: Console) -> None:
             _number(p.target_end),
             _number(p.target_lag),
             _number(p.not_replicated),
+            _number(p.would_lose),
+            _number(p.would_reread),
             _verdict(p),
         )
     title = f"consumer group '{result.group}'"
@@ -107,6 +112,11 @@ def render(result: GroupTranslation, console: Console) -> None:
         console.print(table)
     exact = sum(p.exact for p in result.partitions)
     console.print(f"{exact} of {len(result.partitions)} partition(s) translate exactly")
+    if result.as_of_ms is not None and result.partitions:
+        console.print(
+            f"WOULD-LOSE and WOULD-REREAD: records a failover right now would lose or read "
+            f"twice, as of {iso_time(result.as_of_ms)}"
+        )
     for unrouted in result.unrouted:
         shown = ",".join(map(str, unrouted.partitions))
         console.print(f"not translated: {unrouted.topic} [{shown}]: {unrouted.reason}")

@@ -104,7 +104,8 @@ def plan_roles(
                     )
                 )
     for kind in (HEARTBEATS, CHECKPOINTS):
-        if kind in kinds:
+        # Checkpoints follow flows: without one there is nothing to checkpoint.
+        if kind in kinds and (kind != CHECKPOINTS or topology.flows):
             roles.append(RoleSpec(name=kind, kind=kind, command=(*base, kind, *shared)))
     names = [role.name for role in roles]
     clashes = sorted({name for name in names if names.count(name) > 1})
@@ -117,6 +118,6 @@ def plan_roles(
     if not roles:
         raise ConfigError(
             f"nothing to run: topology {topology_file} has no flows and --roles asks only "
-            "for replication workers"
+            "for replication workers or checkpoints"
         )
     return roles

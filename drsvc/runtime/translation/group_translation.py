@@ -19,6 +19,10 @@ way. Topics neither flow copies are listed with the reason, never guessed at. Cl
 chain of flows joins (``a->b->c``) are refused: one hop's syncs cannot map ``a``'s offsets to
 ``c``'s, and composing two translations is not exact in general.
 
+Each partition also says what failing the group over right now would cost it: ``would_lose`` and
+``would_reread`` (:func:`failover.checkpoints.exposure`), as of the moment the end offsets were read
+(``GroupTranslation.as_of_ms``).
+
 The decisions (:func:`select_flows`, :func:`plan_routes`, :func:`translate_partition`) are pure;
 :func:`translate_group` reads what they need through :class:`ClusterView` objects, syncs first and
 end offsets afterwards, so that the count of records not yet replicated is never too small.
@@ -26,15 +30,18 @@ end offsets afterwards, so that the count of records not yet replicated is never
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from drsvc.errors import ConfigError
 from drsvc.runtime.translation.cluster_view import ClusterView, CommittedOffset
 from drsvc.runtime.translation.sync_reader import SyncTopicRead
 from drsvc.topology.models import Flow, Topology
+from failover.checkpoints import exposure
 from failover.errors import PolicyError
 from failover.offset_syncs import TopicPartition
 from failover.translation import Reason, Translation
@@ -48,6 +55,7 @@ __all__ = [
     "PartitionTranslation",
     "Route",
     "Unrouted",
+    "iso_time",
     "plan_routes",
     "select_flows",
     "translate_group",
@@ -123,6 +131,10 @@ class PartitionTranslation:
     source_end: int | None = None
     target_end: int | None = None
     not_replicated: int | None = None
+    would_lose: int | None = None
+    """Records a failover right now would lose (see :func:`failover.checkpoints.exposure`)."""
+    would_reread: int | None = None
+    """Records a failover right now would read twice (see :func:`failover.checkpoints.exposure`)."""
 
     @property
     def exact(self) -> bool:
@@ -159,6 +171,8 @@ class PartitionTranslation:
             "target_end": self.target_end,
             "target_lag": self.target_lag,
             "not_replicated": self.not_replicated,
+            "would_lose": self.would_lose,
+            "would_reread": self.would_reread,
         }
 
 
@@ -173,6 +187,8 @@ class GroupTranslation:
     unrouted: tuple[Unrouted, ...] = ()
     notes: tuple[str, ...] = ()
     application: str | None = None
+    as_of_ms: int | None = None
+    """When the end offsets behind ``would_lose`` were read (epoch milliseconds)."""
 
     @property
     def exact(self) -> bool:
@@ -192,7 +208,15 @@ class GroupTranslation:
                 for u in self.unrouted
             ],
             "notes": list(self.notes),
+            "as_of": None if self.as_of_ms is None else iso_time(self.as_of_ms),
+            "as_of_ms": self.as_of_ms,
         }
+
+
+def iso_time(epoch_ms: int) -> str:
+    """``epoch_ms`` as an ISO-8601 UTC time with milliseconds."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- decisions (pure) -----------------------------------------------------------------------------
@@ -329,6 +353,7 @@ def translate_partition(
     index = syncs.index
     translation: Translation | None = None
     not_replicated: int | None = None
+    frontier: int | None = None
     if destination_topic_id is None:
         reason = TOPIC_MISSING
     elif synced in syncs.conflicts:
@@ -353,6 +378,17 @@ def translate_partition(
             target_topic_id=group_topic_id,
         )
         reason = translation.reason
+    # With the destination topic missing or the syncs in conflict, nothing on the target counts
+    # as replicated (frontier None): what a failover would lose is then an upper bound.
+    cost = exposure(
+        route.direction,
+        committed=committed.offset,
+        reason=str(reason),
+        known=translation is not None and translation.known,
+        pending=0 if translation is None else translation.pending,
+        frontier=frontier,
+        source_end=source_end,
+    )
     return PartitionTranslation(
         direction=route.direction,
         flow=route.flow.id,
@@ -367,6 +403,8 @@ def translate_partition(
         source_end=source_end,
         target_end=target_end,
         not_replicated=not_replicated,
+        would_lose=cost.would_lose,
+        would_reread=cost.would_reread,
     )
 
 
@@ -424,6 +462,7 @@ def translate_group(
     destination_ids = destination.topic_ids({r.destination_topic for r in routes.values()})
     routed = sorted(tp for tp in committed if tp.topic in routes)
     source_ends = source.end_offsets(routed)
+    as_of_ms = int(time.time() * 1000)
     destination_ends = destination.end_offsets(
         [TopicPartition(routes[tp.topic].destination_topic, tp.partition) for tp in routed]
     )
@@ -453,4 +492,5 @@ def translate_group(
         unrouted=unrouted,
         notes=tuple(notes),
         application=application,
+        as_of_ms=as_of_ms,
     )

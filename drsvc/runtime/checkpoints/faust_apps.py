@@ -1,0 +1,255 @@
+"""The faust apps of the checkpoint stream: one per cluster, with its agents and timers.
+
+faust talks to one Kafka cluster per app, so a process runs one app per cluster it needs (every
+flow target, and every cluster holding a reverse flow's syncs), all in one faust worker and one
+event loop. The app of cluster ``X``
+
+* runs one **agent per offset-sync topic on X**, handing every sync record to its
+  :class:`~.sync_follower.SyncFollower`, which keeps that flow's offset index current;
+* runs one **timer per stream into X** (every ``interval_s``), which drives a cycle of
+  :class:`~.stream.CheckpointStream` and writes the checkpoints through the app's producer to the
+  stream's checkpoints topic on X.
+
+Source clusters are read through confluent-kafka (:class:`~.group_reader.KafkaGroupReader`), in a
+worker thread so the event loop never blocks. The apps keep no tables (the faust recovery race of
+``docs/faust-on-kafka4.md`` never applies); their consumer groups ``drsvc-checkpoints.<X>`` only
+spread sync-topic partitions. They use no static member id: aiokafka 0.14 never notices a new topic
+or partition after a static member rejoined without a rebalance, and crashes when a static member
+rejoins subscribed to other topics (after a topology change). The agents never rely on where faust
+starts reading (see the follower).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from drsvc.errors import ConfigError, DrsvcError
+from drsvc.runtime.checkpoints.faust_transport import ReadCommittedTransport
+from drsvc.runtime.checkpoints.group_sync_hook import GroupSyncHook
+from drsvc.runtime.checkpoints.metrics import CheckpointMetrics
+from drsvc.runtime.checkpoints.settings import CheckpointSettings
+from drsvc.runtime.checkpoints.stream import CheckpointStream, ClusterReader, Emission
+from drsvc.runtime.checkpoints.sync_follower import SyncFollower
+from failover.checkpoints import encode_key, encode_value
+
+__all__ = ["StreamRunner", "app_id", "broker_urls", "build_app"]
+
+log = logging.getLogger(__name__)
+
+APP_ID_PREFIX = "drsvc-checkpoints."
+
+
+def app_id(alias: str, suffix: str = "") -> str:
+    """The faust app id (and consumer group) of cluster ``alias``."""
+    return f"{APP_ID_PREFIX}{alias}{suffix}"
+
+
+def broker_urls(alias: str, client_config: Mapping[str, str]) -> list[str]:
+    """The ``kafka://host:port`` URLs faust needs; refuses client security faust is not given."""
+    extra = sorted(k for k in client_config if k != "bootstrap.servers")
+    protocol = client_config.get("security.protocol", "PLAINTEXT").upper()
+    if protocol != "PLAINTEXT" or [k for k in extra if k != "security.protocol"]:
+        raise ConfigError(
+            f"cluster '{alias}': the checkpoint agents do not pass TLS or SASL settings to faust "
+            "yet; run them against a PLAINTEXT listener of this cluster"
+        )
+    servers = [s.strip().split("://", 1)[-1] for s in client_config["bootstrap.servers"].split(",")]
+    return [f"kafka://{server}" for server in servers if server]
+
+
+def build_app(alias: str, client_config: Mapping[str, str], settings: CheckpointSettings) -> Any:
+    """A faust app for cluster ``alias`` (a ``faust.App``; typed Any because faust is untyped)."""
+    name = app_id(alias, settings.app_id_suffix)
+    data_dir: Path = settings.data_dir / name
+    app: Any = faust.App(
+        name,
+        broker=broker_urls(alias, client_config),
+        store="memory://",
+        datadir=str(data_dir),
+        web_enabled=False,
+        autodiscover=False,
+        # No tables and no leader-only timers: neither the leader topic nor standbys are needed.
+        topic_disable_leader=True,
+        table_standby_replicas=0,
+        consumer_auto_offset_reset="earliest",
+        consumer_metadata_max_age_ms=int(settings.metadata_max_age_s * 1000),
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=min(2.0, settings.session_timeout_s / 4),
+        broker_rebalance_timeout=max(10.0, settings.session_timeout_s),
+        producer_acks=-1,
+    )
+    app.transport = ReadCommittedTransport(app.conf.broker_consumer, app)
+    return app
+
+
+def add_sync_agent(app: Any, follower: SyncFollower) -> None:
+    """An agent over ``follower``'s sync topic that keeps its index current."""
+    topic = app.topic(
+        follower.source.topic,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+
+    async def follow_syncs(stream: AsyncIterator[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        async for event in stream.events():  # type: ignore[attr-defined]
+            message = event.message
+            while True:
+                gap = follower.accept(message.partition, message.offset, message.key, message.value)
+                if gap is None:
+                    break
+                try:
+                    records = await loop.run_in_executor(None, follower.read_range, gap)
+                except DrsvcError as err:
+                    log.warning("%s: %s; retrying", follower.source.topic, err)
+                    await asyncio.sleep(1.0)
+                    continue
+                follower.fill(gap, records)
+
+    app.agent(topic, name=f"follow-{follower.source.topic}")(follow_syncs)
+
+
+def add_stream_timer(app: Any, runner: StreamRunner, interval_s: float) -> None:
+    """A timer running ``runner``'s cycle every ``interval_s``."""
+    runner.topic = app.topic(
+        runner.stream.plan.checkpoints_topic,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+
+    async def checkpoint_cycle() -> None:
+        await runner.cycle()
+
+    app.timer(interval_s, name=f"checkpoints {runner.stream.flow_id}")(checkpoint_cycle)
+
+
+class StreamRunner:
+    """Runs the cycles of one stream: reads in a worker thread, decisions on the loop, writes
+    through faust (see :mod:`~drsvc.runtime.checkpoints.stream`)."""
+
+    def __init__(
+        self,
+        stream: CheckpointStream,
+        source: ClusterReader,
+        target: ClusterReader,
+        metrics: CheckpointMetrics,
+        hook: GroupSyncHook | None = None,
+    ) -> None:
+        self.stream = stream
+        self.source = source
+        self.target = target
+        self.metrics = metrics
+        self.hook = hook
+        self.topic: Any = None
+        self._previous_poll: float | None = None
+        self._failing = False
+
+    async def cycle(self) -> None:
+        """One cycle; failures are logged and counted, and the next cycle tries again."""
+        flow = self.stream.flow_id
+        try:
+            await self._cycle()
+        except Exception as err:  # the timer must keep running whatever went wrong
+            self.metrics.cycle_errors.labels(flow).inc()
+            if not self._failing:
+                log.warning("checkpoints of %s: cycle failed: %s", flow, err, exc_info=True)
+            self._failing = True
+            return
+        if self._failing:
+            log.info("checkpoints of %s: cycles succeed again", flow)
+        self._failing = False
+
+    async def _cycle(self) -> None:
+        loop = asyncio.get_running_loop()
+        stream = self.stream
+        observation = await loop.run_in_executor(None, stream.observe, self.source, self.target)
+        for group, problem in observation.failed_groups.items():
+            log.warning("checkpoints of %s: group %s skipped: %s", stream.flow_id, group, problem)
+        views = stream.translate(observation)
+        ends = await loop.run_in_executor(
+            None, self.source.end_offsets, stream.end_offsets_needed(views)
+        )
+        self.metrics.record_numbers(stream.flow_id, stream.numbers(views, ends), time.time())
+        emissions = stream.candidates(views, observation.read_at_ms)
+        if emissions:
+            acked = await self._write(emissions)
+            stream.record_emitted(acked)
+            self._note_latency(acked, self._previous_poll or observation.started)
+            await self._offer_to_group_sync(acked)
+        self._previous_poll = observation.started
+
+    async def _write(self, emissions: list[Emission]) -> list[Emission]:
+        pending = [
+            await self.topic.send(key=encode_key(e.key), value=encode_value(e.checkpoint))
+            for e in emissions
+        ]
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        acked = [
+            e for e, r in zip(emissions, results, strict=True) if not isinstance(r, BaseException)
+        ]
+        failed = [r for r in results if isinstance(r, BaseException)]
+        self.metrics.emitted.labels(self.stream.flow_id).inc(len(acked))
+        if failed:
+            log.warning(
+                "checkpoints of %s: %d of %d not acknowledged (%s); written again next cycle",
+                self.stream.flow_id,
+                len(failed),
+                len(emissions),
+                failed[0],
+            )
+        for e in acked:
+            log.debug(
+                "checkpoint %s %s-%d: %s -> %s (%s; %s)",
+                e.key.group,
+                e.key.topic,
+                e.key.partition,
+                e.checkpoint.source_offset,
+                e.checkpoint.target_offset,
+                e.checkpoint.reason,
+                e.verdict.why,
+            )
+        return acked
+
+    def _note_latency(self, acked: list[Emission], commit_not_seen_at: float) -> None:
+        """Upper bound on commit-to-checkpoint latency for checkpoints with a new source offset:
+        the commit happened after the previous poll started, the acknowledgement just arrived."""
+        moved = [
+            e
+            for e in acked
+            if e.previous is None or e.previous.source_offset != e.checkpoint.source_offset
+        ]
+        if moved:
+            elapsed_ms = (time.monotonic() - commit_not_seen_at) * 1000
+            self.metrics.latency_ms.labels(self.stream.flow_id).set(elapsed_ms)
+
+    async def _offer_to_group_sync(self, acked: list[Emission]) -> None:
+        """Hand each group's exact and unknown positions to the group offset syncer (if there is
+        one), for the groups whose checkpoints changed in this cycle."""
+        if self.hook is None or not acked:
+            return
+        loop = asyncio.get_running_loop()
+        for group in sorted({e.key.group for e in acked}):
+            rewound = {
+                (e.key.topic, e.key.partition)
+                for e in acked
+                if e.key.group == group and e.verdict.rewound
+            }
+            offsets = self.stream.exact_positions(group)
+            unknown = self.stream.unknown_positions(group)
+            try:
+                await loop.run_in_executor(None, self.hook.offer, group, offsets, rewound, unknown)
+            except Exception as err:  # the syncer's failure must not stop checkpointing
+                log.warning(
+                    "group offset sync of %s on %s failed: %s", group, self.stream.flow.target, err
+                )
