@@ -105,7 +105,7 @@ def test_show_json_identity_and_aggregation(capsys: pytest.CaptureFixture[str]) 
     assert (flow["policy"], flow["separator"], flow["delivery"]) == (
         "identity",
         None,
-        "at-least-once",
+        "exactly-once",
     )
     assert examples_of(flow)["orders"] == "orders"
     assert examples_of(flow)["heartbeats"] == "heartbeats"
