@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from checkpoint_support import AgentProcess, CheckpointTail, commit
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from replication_support import (
@@ -36,6 +37,7 @@ from test_translate import (
 
 from drsvc.devenv.environment import EnvironmentInfo
 from failover import offset_syncs
+from failover.checkpoints import CheckpointKey
 from failover.slots import SlotNames, SlotProgress, slot_of
 
 SLOTS = 4
@@ -413,3 +415,41 @@ def test_exact_translation_through_transactional_syncs(
     starts = {p: row["target_offset"] for p, row in rows.items()}
     after = read_from(west, f"east.{topic}", "eos-tr-group", starts, "read_committed")
     check_moved_exactly(everything, consumed, after)
+
+
+def test_checkpoints_follow_a_transactional_sync_topic(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    """The checkpoint stream keeps up with an exactly-once flow, whose sync topic has a commit
+    marker after every transaction, and its checkpoints equal ``drsvc translate``'s answer."""
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    topic = "eos-ck"
+    create(east, topic, 2)
+    topology = _topology(tmp_path, cluster_pair, topic)
+    expected = _produce_transactions(east, topic, 2, 0, 4000, abort_every=3)
+    worker = _worker(topology, tmp_path / "ck-worker.log")
+    agent = AgentProcess(topology, tmp_path / "ck-agent.log", tmp_path)
+    tail: CheckpointTail | None = None
+    try:
+        wait_for(lambda: _count_committed(west, f"east.{topic}") >= len(expected), 90, "copies")
+        # Many more transactions while the agent follows: markers everywhere in the syncs.
+        expected |= _produce_transactions(east, topic, 2, 4000, 6000, abort_every=4)
+        wait_for(lambda: _count_committed(west, f"east.{topic}") >= len(expected), 90, "more")
+        tail = CheckpointTail(west, "east.checkpoints.internal")
+        everything = by_partition(east, topic)
+        stops = {p: records[len(records) // 2][0] for p, records in everything.items()}
+        commit(east, "eos-ck-group", topic, stops)
+        seen = {
+            p: tail.wait_for(CheckpointKey("eos-ck-group", f"east.{topic}", p), stop, 60)[1]
+            for p, stop in stops.items()
+        }
+        rows = translated(translate(topology, "eos-ck-group", "east", "west"), f"east.{topic}")
+        for p, checkpoint in seen.items():
+            assert checkpoint.target_offset == rows[p]["target_offset"] is not None, (
+                agent.log_tail()
+            )
+    finally:
+        if tail is not None:
+            tail.close()
+        assert agent.stop() == 0, agent.log_tail()
+        worker.stop()

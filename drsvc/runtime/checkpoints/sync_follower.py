@@ -64,6 +64,7 @@ class SyncFollower:
         self.broken: str | None = None
         """Set when a record is not a sync this build can read: translations stop."""
         self.gaps_filled = 0
+        self._gap_reader: Consumer | None = None
 
     @property
     def next_offsets(self) -> dict[int, int]:
@@ -134,20 +135,25 @@ class SyncFollower:
         self._next[partition] = offset + 1
 
     def read_range(self, gap: Gap) -> list[SyncRecord]:
-        """The records of ``gap`` a ``read_committed`` consumer returns (blocking)."""
-        consumer = Consumer(
-            {
-                **self._client,
-                "group.id": "drsvc-checkpoints-reader",  # never joined, never committed
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "auto.offset.reset": "earliest",
-                "socket.connection.setup.timeout.ms": 3000,
-                **QUIET,
-            }
-        )
+        """The records of ``gap`` a ``read_committed`` consumer returns (blocking). On a sync
+        topic written in transactions (exactly-once flows) every commit marker is such a gap,
+        several a second: one consumer is kept for them and only re-assigned."""
+        if self._gap_reader is None:
+            self._gap_reader = Consumer(
+                {
+                    **self._client,
+                    "group.id": "drsvc-checkpoints-reader",  # never joined, never committed
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                    "socket.connection.setup.timeout.ms": 3000,
+                    "fetch.wait.max.ms": 50,
+                    **QUIET,
+                }
+            )
+        consumer = self._gap_reader
         where = f"offset-sync topic {self.source.topic} on {self.source.cluster}"
         records: list[SyncRecord] = []
         deadline = time.monotonic() + self._timeout_s
@@ -173,10 +179,15 @@ class SyncFollower:
                     if offset + 1 >= gap.stop:
                         return records
         except KafkaException as err:
+            self.close()  # a fresh consumer for the next gap
             raise KafkaUnavailableError(f"{where}: {err.args[0].str()}") from err
-        finally:
-            consumer.close()
         raise KafkaUnavailableError(
             f"{where}: offsets {gap.start}-{gap.stop - 1} of partition {gap.partition} not read "
             f"within {self._timeout_s:.0f}s"
         )
+
+    def close(self) -> None:
+        """Let the gap reader go (a new one is made when needed)."""
+        if self._gap_reader is not None:
+            reader, self._gap_reader = self._gap_reader, None
+            reader.close()
