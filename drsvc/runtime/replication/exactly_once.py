@@ -808,9 +808,7 @@ class ExactlyOnceWorker:
             return  # _commit dropped the slot already
         self._slots.pop(slot.number, None)
         self._unassign(slot)
-        if not commit:
-            slot.producer.purge()
-        _discard(slot.producer)
+        _discard(slot.producer)  # purges what an abandoned transaction still holds
 
     def _drop_slot(self, slot: Slot, reason: str, err: KafkaError | None) -> None:
         """A transaction failed: throw the producer away; the slot is taken again from its last
