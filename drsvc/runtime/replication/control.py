@@ -8,11 +8,14 @@ at every topic refresh (a few seconds). No document means: running, unthrottled.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, CoordinatorUnavailableError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,3 +83,57 @@ class Throttle:
         self._window_bytes += sent_bytes
         earliest = self._window_start + self._window_bytes / self.bytes_per_s
         return max(0.0, earliest - now)
+
+
+class ControlFollower:
+    """What one worker follows of its flow's control: the last document read, and the throttle.
+
+    Both delivery modes use it the same way: :meth:`refresh` at every topic refresh, then follow
+    :attr:`control`'s pauses; :meth:`batch_size` before reading and :meth:`sent` after copying.
+    """
+
+    def __init__(
+        self,
+        flow_id: str,
+        consul_http_addr: str | None,
+        control_key: str | None,
+        throttle_bytes_per_s: int | None,
+    ) -> None:
+        self.flow_id = flow_id
+        self.control = FlowControl()
+        self._key = control_key
+        self._consul = ConsulClient(consul_http_addr) if consul_http_addr is not None else None
+        self._default_throttle = throttle_bytes_per_s
+        self.throttle = Throttle(throttle_bytes_per_s)
+        self._record_bytes = 1024
+
+    def refresh(self) -> bool:
+        """Read the control document; False (keeping the last one) when there is none to read."""
+        if self._consul is None or self._key is None:
+            return False
+        try:
+            control = read_control(self._consul, self._key)
+        except (CoordinatorUnavailableError, ConfigError) as err:
+            log.warning("reading flow control of %s: %s (keeping the last)", self.flow_id, err)
+            return False
+        if control != self.control:
+            log.info("flow control of %s: %s", self.flow_id, control.to_json())
+        self.control = control
+        self.throttle.bytes_per_s = control.throttle_bytes_per_s or self._default_throttle
+        return True
+
+    def batch_size(self, most: int) -> int:
+        """Records per batch: throttled flows take about a tenth of a second's worth at a time,
+        so a whole large batch never goes out in one burst."""
+        rate = self.throttle.bytes_per_s
+        if rate is None:
+            return most
+        return max(1, min(most, rate // (10 * self._record_bytes)))
+
+    def sent(self, nbytes: int, records: int, now: float) -> float:
+        """Account a batch; return how long to hold back before sending more."""
+        if records:
+            # Sized as if records had at least 1 KiB, so that a run of tiny records does not
+            # let a burst of large ones through before the throttle sees them.
+            self._record_bytes = max(1024, nbytes // records)
+        return self.throttle.wait_s(nbytes, now)

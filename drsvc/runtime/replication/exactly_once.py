@@ -48,16 +48,15 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import admin_client, create_topic, describe_topics
-from drsvc.errors import ConfigError, CoordinatorUnavailableError, KafkaUnavailableError
+from drsvc.adapters.kafka_admin import create_topic, describe_topics
+from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
-from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
+from drsvc.runtime.replication.control import ControlFollower
 from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
 from drsvc.runtime.replication.lane import WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
-from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
+from drsvc.runtime.replication.topics import MirroredTopic, ensure_sync_topic, mirror_for
 from failover import offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
 from failover.errors import PolicyError
@@ -65,7 +64,6 @@ from failover.slots import DEFAULT_SLOTS, MAX_SLOTS, SlotNames, SlotProgress, sl
 
 log = logging.getLogger(__name__)
 
-SYNC_TOPIC_CONFIGS = {"cleanup.policy": "delete", "message.timestamp.type": "CreateTime"}
 #: errors that mean another producer took the transactional id: someone else owns the slot now
 _FENCED_CODES = frozenset(
     code
@@ -131,20 +129,7 @@ class ExactlyOnceWorker:
         self._identity_loop_check = (
             settings.policy.format_remote_topic(settings.source_alias, "x") == "x"
         )
-        self._mirror = TopicMirror(
-            source_alias=settings.source_alias,
-            target_alias=settings.target_alias,
-            policy=settings.policy,
-            topics=settings.topics,
-            names=settings.names,
-            allow_multi_hop=settings.allow_multi_hop,
-            source_admin=admin_client(
-                settings.source_client["bootstrap.servers"], settings.source_client
-            ),
-            target_admin=admin_client(
-                settings.target_client["bootstrap.servers"], settings.target_client
-            ),
-        )
+        self._mirror = mirror_for(settings)
         self._mirrored: dict[str, MirroredTopic] = {}
         self.slot_count = 0
         self._slots: dict[int, Slot] = {}
@@ -160,15 +145,13 @@ class ExactlyOnceWorker:
         self._progress: Consumer | None = None
         self._group_metadata: Any = None
         self._idle_check_at = 0.0
-        self._record_bytes = 1024
-        self._control = FlowControl()
-        self._throttle = Throttle(settings.throttle_bytes_per_s)
-        self._paused: set[tuple[str, int]] = set()
-        self._consul = (
-            ConsulClient(settings.consul_http_addr)
-            if settings.consul_http_addr is not None
-            else None
+        self._flow_control = ControlFollower(
+            settings.flow_id,
+            settings.consul_http_addr,
+            settings.control_key,
+            settings.throttle_bytes_per_s,
         )
+        self._paused: set[tuple[str, int]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -228,10 +211,10 @@ class ExactlyOnceWorker:
             if not self._parts:
                 membership.poll(s.poll_timeout_s)
                 continue
-            messages = source.consume(self._batch_size(), s.poll_timeout_s)
+            messages = source.consume(self._flow_control.batch_size(s.batch_size), s.poll_timeout_s)
             if messages:
-                sent = self._copy(messages)
-                self._hold_back(self._throttle.wait_s(sent, time.monotonic()))
+                sent, copied = self._copy(messages)
+                self._hold_back(self._flow_control.sent(sent, copied, time.monotonic()))
             self._commit_due(time.monotonic())
             if on_cycle is not None:
                 on_cycle(self)
@@ -247,9 +230,9 @@ class ExactlyOnceWorker:
 
     # ------------------------------------------------------------------ copying
 
-    def _copy(self, messages: list[Message]) -> int:  # noqa: PLR0915 (one loop, no calls per record)
+    def _copy(self, messages: list[Message]) -> tuple[int, int]:  # noqa: PLR0915 (one loop)
         """Produce the copies of ``messages`` in their slots' transactions; return the bytes of
-        key and value sent."""
+        key and value sent and the number of copies."""
         parts = self._parts
         header_key = provenance.PROVENANCE_HEADER
         target = self.settings.target_alias
@@ -316,16 +299,7 @@ class ExactlyOnceWorker:
         stats.records_read += len(messages)
         stats.records_copied += copied
         stats.bytes_copied += size
-        if copied:
-            self._record_bytes = max(1024, size // copied)
-        return size
-
-    def _batch_size(self) -> int:
-        """Records per batch: throttled flows take about a tenth of a second's worth at a time."""
-        rate = self._throttle.bytes_per_s
-        if rate is None:
-            return self.settings.batch_size
-        return max(1, min(self.settings.batch_size, rate // (10 * self._record_bytes)))
+        return size, copied
 
     def _hold_back(self, seconds: float) -> None:
         """Throttle: wait, committing due transactions and staying in the group meanwhile."""
@@ -340,27 +314,16 @@ class ExactlyOnceWorker:
 
     def _apply_control(self) -> None:
         """Follow the operator's pause/resume/throttle document (see :mod:`.control`)."""
-        if self._consul is None or self.settings.control_key is None:
-            return
-        try:
-            control = read_control(self._consul, self.settings.control_key)
-        except (CoordinatorUnavailableError, ConfigError) as err:
-            log.warning("reading flow control of %s: %s (keeping the last)", self.flow_id, err)
-            return
-        if control != self._control:
-            log.info("flow control of %s: %s", self.flow_id, control.to_json())
-        self._control = control
-        self._throttle.bytes_per_s = (
-            control.throttle_bytes_per_s or self.settings.throttle_bytes_per_s
-        )
-        self._follow_pauses()
+        if self._flow_control.refresh():
+            self._follow_pauses()
 
     def _follow_pauses(self) -> None:
         """Pause or resume source partitions as the control document says. A paused partition
         keeps its committed progress; reading resumes where it stopped."""
         source = self._source
         assert source is not None
-        wanted = {key for key in self._parts if self._control.topic_paused(key[0])}
+        control = self._flow_control.control
+        wanted = {key for key in self._parts if control.topic_paused(key[0])}
         to_pause = [self._parts[key].source for key in wanted - self._paused]
         to_resume = [
             TopicPartition(topic, partition)
@@ -888,9 +851,7 @@ class ExactlyOnceWorker:
         """Create the sync and slots topics; return the flow's number of slots."""
         admin = self._mirror.target_admin
         s = self.settings
-        configs = dict(SYNC_TOPIC_CONFIGS)
-        configs["retention.ms"] = str(s.sync_retention_ms)
-        create_topic(admin, s.sync_topic, partitions=1, config=configs)
+        ensure_sync_topic(self._mirror, s)
         wanted = s.slots or DEFAULT_SLOTS
         if not 1 <= wanted <= MAX_SLOTS:
             raise ConfigError(f"slots must be between 1 and {MAX_SLOTS} (got {wanted})")

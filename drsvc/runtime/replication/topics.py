@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from drsvc.adapters.kafka_admin import (
     TopicInfo,
+    admin_client,
     create_topic,
     describe_topic_configs,
     describe_topics,
@@ -26,6 +27,7 @@ from drsvc.adapters.kafka_admin import (
     set_topic_configs,
 )
 from drsvc.errors import KafkaUnavailableError
+from drsvc.runtime.replication.settings import WorkerSettings
 from failover.replication_policy import ReplicationPolicy
 from failover.topic_configs import config_drift, remote_topic_configs
 from failover.topic_rules import (
@@ -204,3 +206,34 @@ class TopicMirror:
                 configs.explicit, int(limit) if limit is not None else None
             )
         return self._desired_configs[source_name]
+
+
+SYNC_TOPIC_CONFIGS: Mapping[str, str] = {
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "CreateTime",
+}
+
+
+def mirror_for(settings: WorkerSettings) -> TopicMirror:
+    """The topic mirror of a worker's flow, with admin clients on its source and target."""
+    return TopicMirror(
+        source_alias=settings.source_alias,
+        target_alias=settings.target_alias,
+        policy=settings.policy,
+        topics=settings.topics,
+        names=settings.names,
+        allow_multi_hop=settings.allow_multi_hop,
+        source_admin=admin_client(
+            settings.source_client["bootstrap.servers"], settings.source_client
+        ),
+        target_admin=admin_client(
+            settings.target_client["bootstrap.servers"], settings.target_client
+        ),
+    )
+
+
+def ensure_sync_topic(mirror: TopicMirror, settings: WorkerSettings) -> None:
+    """Create the flow's offset-sync topic on the target (one partition) if it is missing."""
+    configs = dict(SYNC_TOPIC_CONFIGS)
+    configs["retention.ms"] = str(settings.sync_retention_ms)
+    create_topic(mirror.target_admin, settings.sync_topic, partitions=1, config=configs)

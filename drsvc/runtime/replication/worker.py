@@ -39,27 +39,20 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import admin_client, create_topic
-from drsvc.errors import ConfigError, CoordinatorUnavailableError, KafkaUnavailableError
+from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck, watch_for_stalls
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
-from drsvc.runtime.replication.control import FlowControl, Throttle, read_control
+from drsvc.runtime.replication.control import ControlFollower
 from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
 from drsvc.runtime.replication.lane import Lane, WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.sync_writer import SyncWriter
-from drsvc.runtime.replication.topics import MirroredTopic, TopicMirror
+from drsvc.runtime.replication.topics import MirroredTopic, ensure_sync_topic, mirror_for
 from failover import offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
 
 log = logging.getLogger(__name__)
-
-SYNC_TOPIC_CONFIGS = {
-    "cleanup.policy": "delete",
-    "message.timestamp.type": "CreateTime",
-}
 
 
 class FlowWorker:
@@ -79,30 +72,15 @@ class FlowWorker:
             settings.policy.format_remote_topic(settings.source_alias, "x") == "x"
         )
         self._consumer: Consumer | None = None
-        self._control = FlowControl()
-        self._throttle = Throttle(settings.throttle_bytes_per_s)
-        self._record_bytes = 1024
+        self._flow_control = ControlFollower(
+            settings.flow_id,
+            settings.consul_http_addr,
+            settings.control_key,
+            settings.throttle_bytes_per_s,
+        )
         self._backfill_check = BackfillAgeCheck(settings.target_alias)
-        self._consul = (
-            ConsulClient(settings.consul_http_addr)
-            if settings.consul_http_addr is not None
-            else None
-        )
         self._producer: Producer | None = None
-        self._mirror = TopicMirror(
-            source_alias=settings.source_alias,
-            target_alias=settings.target_alias,
-            policy=settings.policy,
-            topics=settings.topics,
-            names=settings.names,
-            allow_multi_hop=settings.allow_multi_hop,
-            source_admin=admin_client(
-                settings.source_client["bootstrap.servers"], settings.source_client
-            ),
-            target_admin=admin_client(
-                settings.target_client["bootstrap.servers"], settings.target_client
-            ),
-        )
+        self._mirror = mirror_for(settings)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -111,7 +89,7 @@ class FlowWorker:
 
     def run(self, on_cycle: Callable[[FlowWorker], None] | None = None) -> None:
         """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
-        self._ensure_sync_topic()
+        ensure_sync_topic(self._mirror, self.settings)
         self._producer = Producer(producer_config(self.settings))
         self._syncs = SyncWriter(self.settings, self._producer, self.stats)
         self._consumer = Consumer(consumer_config(self.settings))
@@ -154,10 +132,8 @@ class FlowWorker:
             if messages:
                 self._backfill_check.check(messages[0], self._mirrored)
                 sent = self._copy(messages)
-                # Sized as if records had at least 1 KiB, so that a run of tiny records does
-                # not let a burst of large ones through before the throttle sees them.
-                self._record_bytes = max(1024, sent // len(messages))
-                self._hold_back(self._throttle.wait_s(sent, time.monotonic()))
+                wait_s = self._flow_control.sent(sent, len(messages), time.monotonic())
+                self._hold_back(wait_s)
             producer.poll(0)
             now = time.monotonic()
             self._rewind_failed(now)
@@ -273,7 +249,7 @@ class FlowWorker:
         first one (consume(n, timeout) would wait the whole timeout for n records)."""
         consumer = self._consumer
         assert consumer is not None
-        size = self._batch_size()
+        size = self._flow_control.batch_size(self.settings.batch_size)
         messages = consumer.consume(size, 0)
         if messages:
             return messages
@@ -281,14 +257,6 @@ class FlowWorker:
         if messages and size > 1:
             messages += consumer.consume(size - 1, 0)
         return messages
-
-    def _batch_size(self) -> int:
-        """Records per batch: throttled flows take about a tenth of a second's worth at a time,
-        so a whole large batch never goes out in one burst."""
-        rate = self._throttle.bytes_per_s
-        if rate is None:
-            return self.settings.batch_size
-        return max(1, min(self.settings.batch_size, rate // (10 * self._record_bytes)))
 
     def _hold_back(self, seconds: float) -> None:
         """Throttle: wait, serving delivery reports meanwhile."""
@@ -559,28 +527,14 @@ class FlowWorker:
 
     def _apply_control(self) -> None:
         """Follow the operator's pause/resume/throttle document (see :mod:`.control`)."""
-        if self._consul is None or self.settings.control_key is None:
-            return
-        try:
-            control = read_control(self._consul, self.settings.control_key)
-        except (CoordinatorUnavailableError, ConfigError) as err:
-            log.warning(
-                "reading flow control of %s: %s (keeping the last)", self.settings.flow_id, err
-            )
-            return
-        if control != self._control:
-            log.info("flow control of %s: %s", self.settings.flow_id, control.to_json())
-        self._control = control
-        self._throttle.bytes_per_s = (
-            control.throttle_bytes_per_s or self.settings.throttle_bytes_per_s
-        )
-        for lane in list(self._lanes.values()):
-            self._follow_control(lane)
+        if self._flow_control.refresh():
+            for lane in list(self._lanes.values()):
+                self._follow_control(lane)
 
     def _follow_control(self, lane: Lane) -> None:
         consumer = self._consumer
         assert consumer is not None
-        paused = self._control.topic_paused(lane.source.topic)
+        paused = self._flow_control.control.topic_paused(lane.source.topic)
         if paused and not lane.operator_paused:
             lane.operator_paused = True
             consumer.pause([lane.source])
@@ -777,12 +731,6 @@ class FlowWorker:
         return reports
 
     # ------------------------------------------------------------------ setup and teardown
-
-    def _ensure_sync_topic(self) -> None:
-        admin = self._mirror.target_admin
-        configs = dict(SYNC_TOPIC_CONFIGS)
-        configs["retention.ms"] = str(self.settings.sync_retention_ms)
-        create_topic(admin, self.settings.sync_topic, partitions=1, config=configs)
 
     def _shutdown(self) -> None:
         consumer, producer = self._consumer, self._producer
