@@ -24,7 +24,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.errors import KafkaUnavailableError, PermanentError
-from drsvc.runtime.translation.sync_reader import QUIET
+from drsvc.runtime.translation.sync_reader import QUIET, topic_bounds
 from failover.checkpoints import (
     Checkpoint,
     CheckpointFormatError,
@@ -127,7 +127,7 @@ def read_checkpoints(
     )
     where = f"checkpoints topic {topic} on {cluster}"
     try:
-        bounds = _bounds(consumer, topic, where, timeout_s)
+        bounds = topic_bounds(consumer, topic, where, timeout_s)
         if bounds is None:
             result.exists = False
             return result
@@ -168,23 +168,6 @@ def read_checkpoints(
     finally:
         consumer.close()
     return result
-
-
-def _bounds(
-    consumer: Consumer, topic: str, where: str, timeout_s: float
-) -> dict[int, tuple[int, int]] | None:
-    metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if metadata is None or metadata.error is not None:
-        if metadata is not None and metadata.error.code() not in (
-            KafkaError.UNKNOWN_TOPIC_OR_PART,
-            KafkaError._UNKNOWN_TOPIC,
-        ):
-            raise KafkaUnavailableError(f"{where}: {metadata.error.str()}")
-        return None
-    return {
-        p: consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=timeout_s, cached=False)
-        for p in sorted(metadata.partitions)
-    }
 
 
 def checkpoint_as_dict(key: CheckpointKey, checkpoint: Checkpoint) -> dict[str, Any]:

@@ -122,7 +122,8 @@ def read_sync_topic(
     wanted = None if topics is None else frozenset(topics)
     consumer = Consumer(_consumer_config(client_config))
     try:
-        bounds = _bounds(consumer, sync_topic, cluster, timeout_s)
+        where = f"offset-sync topic {sync_topic} on {cluster}"
+        bounds = topic_bounds(consumer, sync_topic, where, timeout_s)
         if bounds is None:
             result.exists = False
             return result
@@ -162,13 +163,13 @@ def _consumer_config(client_config: Mapping[str, str]) -> dict[str, str | int | 
     return config
 
 
-def _bounds(
-    consumer: Consumer, sync_topic: str, cluster: str, timeout_s: float
+def topic_bounds(
+    consumer: Consumer, topic: str, where: str, timeout_s: float
 ) -> dict[int, tuple[int, int]] | None:
-    """Low and high watermark of every partition of the sync topic; None if it does not exist."""
-    where = f"offset-sync topic {sync_topic} on {cluster}"
+    """Low and high watermark of every partition of ``topic``; None if it does not exist.
+    ``where`` names the topic in errors (e.g. "offset-sync topic X on west")."""
     try:
-        metadata = consumer.list_topics(sync_topic, timeout=timeout_s).topics.get(sync_topic)
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None:
             if metadata is not None and metadata.error.code() not in (
                 KafkaError.UNKNOWN_TOPIC_OR_PART,
@@ -178,7 +179,7 @@ def _bounds(
             return None
         return {
             p: consumer.get_watermark_offsets(
-                KafkaPartition(sync_topic, p), timeout=timeout_s, cached=False
+                KafkaPartition(topic, p), timeout=timeout_s, cached=False
             )
             for p in sorted(metadata.partitions)
         }
