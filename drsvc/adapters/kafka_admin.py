@@ -417,47 +417,74 @@ def list_offsets(
     return found
 
 
-def committed_offsets(
-    client_config: Mapping[str, str],
-    group: str,
-    partitions: Collection[Partition],
-    timeout_s: float = 30.0,
-) -> dict[Partition, int]:
-    """``group``'s committed offsets of those of ``partitions`` that have one.
+#: The group's coordinator is moving or loading: an offset fetch is worth asking again.
+COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
 
-    Asked through a consumer of the group that never joins it (no subscribe, no commit), not
-    through the Admin API: librdkafka's ListConsumerGroupOffsets crashes the process when the
-    coordinator answers NOT_COORDINATOR (librdkafka issue 5040, still in 2.16).
+
+def group_offsets_consumer(client_config: Mapping[str, str], group: str) -> Consumer:
+    """A consumer of ``group`` that never joins it (no subscribe, no commit), to read the group's
+    committed offsets. Not the Admin API: librdkafka's ListConsumerGroupOffsets crashes the
+    process when the coordinator answers NOT_COORDINATOR (librdkafka issue 5040, still in 2.16).
     """
-    if not partitions:
-        return {}
-    consumer = Consumer(
+    return Consumer(
         {
             **client_config,
             "group.id": group,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "socket.connection.setup.timeout.ms": 3000,
-            "log_level": 4,
+            "log_level": 2,
         }
     )
+
+
+def ask_committed(
+    consumer: Consumer,
+    partitions: list[TopicPartition],
+    timeout_s: float,
+    retry_on: Collection[int] = COORDINATOR_MOVING,
+    pause_s: float = 0.2,
+) -> list[TopicPartition]:
+    """``consumer.committed(partitions)``, asked again while the answer is one of ``retry_on``
+    (the group's coordinator moving or loading) for up to ``timeout_s``. Any other error, and the
+    last one once the time is up, is raised as the KafkaException it came as."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            answer: list[TopicPartition] = consumer.committed(partitions, timeout=timeout_s)
+            return answer
+        except KafkaException as err:
+            if err.args[0].code() not in retry_on or time.monotonic() > deadline:
+                raise
+            time.sleep(pause_s)
+
+
+def committed_offsets(
+    client_config: Mapping[str, str],
+    group: str,
+    partitions: Collection[Partition],
+    timeout_s: float = 30.0,
+) -> dict[Partition, int]:
+    """``group``'s committed offsets of those of ``partitions`` that have one (read as
+    :func:`group_offsets_consumer` says)."""
+    if not partitions:
+        return {}
+    consumer = group_offsets_consumer(client_config, group)
     what = f"committed offsets of group '{group}'"
     wanted = [TopicPartition(topic, partition) for topic, partition in sorted(set(partitions))]
-    deadline = time.monotonic() + timeout_s
     try:
-        while True:
-            try:
-                answer = consumer.committed(wanted, timeout=timeout_s)
-                break
-            except KafkaException as err:
-                error: KafkaError = err.args[0]
-                if error.code() not in _COORDINATOR_NOT_READY:
-                    if error.retriable():
-                        raise KafkaUnavailableError(f"{what}: {error.str()}") from err
-                    raise ConfigError(f"{what}: {error.str()}") from err
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailableError(f"{what}: {error.str()}") from err
-                time.sleep(0.2)
+        answer = ask_committed(consumer, wanted, timeout_s, retry_on=_COORDINATOR_NOT_READY)
+    except KafkaException as err:
+        error: KafkaError = err.args[0]
+        if error.retriable() or error.code() in _COORDINATOR_NOT_READY:
+            raise KafkaUnavailableError(f"{what}: {error.str()}") from err
+        raise ConfigError(f"{what}: {error.str()}") from err
     finally:
         consumer.close()
     return {

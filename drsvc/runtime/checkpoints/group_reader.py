@@ -13,16 +13,21 @@ Every call blocks; the stream runs them in a worker thread. Kafka errors become
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import TopicInfo, admin_client, describe_topics
+from drsvc.adapters.kafka_admin import (
+    TopicInfo,
+    admin_client,
+    ask_committed,
+    describe_topics,
+    group_offsets_consumer,
+)
 from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
 from drsvc.runtime.translation.sync_reader import QUIET
@@ -31,12 +36,6 @@ from failover.offset_syncs import TopicPartition
 __all__ = ["GroupCommit", "KafkaGroupReader"]
 
 log = logging.getLogger(__name__)
-
-_COORDINATOR_MOVING = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
 
 
 @dataclass(frozen=True)
@@ -115,16 +114,11 @@ class KafkaGroupReader:
             return {}
         consumer = self._consumer(group)
         wanted = [KafkaPartition(tp.topic, tp.partition) for tp in sorted(partitions)]
-        deadline = time.monotonic() + self._timeout_s
-        while True:
-            try:
-                answer = consumer.committed(wanted, timeout=self._timeout_s)
-                break
-            except KafkaException as err:
-                if err.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
-                    self._drop(group)
-                    raise self._unavailable(f"committed offsets of group '{group}'", err) from err
-                time.sleep(0.1)  # the group's coordinator is moving or loading: ask again
+        try:
+            answer = ask_committed(consumer, wanted, self._timeout_s, pause_s=0.1)
+        except KafkaException as err:
+            self._drop(group)
+            raise self._unavailable(f"committed offsets of group '{group}'", err) from err
         found: dict[TopicPartition, GroupCommit] = {}
         for tp in answer:
             if tp.error is not None or tp.offset < 0:
@@ -155,16 +149,7 @@ class KafkaGroupReader:
         if consumer is not None:
             self._consumers.move_to_end(group)
             return consumer
-        consumer = Consumer(
-            {
-                **self._client,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "socket.connection.setup.timeout.ms": 3000,
-                **QUIET,
-            }
-        )
+        consumer = group_offsets_consumer(self._client, group)
         self._consumers[group] = consumer
         while len(self._consumers) > self._max_consumers:
             oldest, _ = next(iter(self._consumers.items()))

@@ -9,26 +9,25 @@ errors mapped to drsvc errors that name the cluster; unit tests use a fake.
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from drsvc.adapters.kafka_admin import admin_client
+from drsvc.adapters.kafka_admin import (
+    COORDINATOR_MOVING,
+    admin_client,
+    ask_committed,
+    group_offsets_consumer,
+)
 from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.translation.sync_reader import QUIET
 from failover.offset_syncs import TopicPartition
 
-_COORDINATOR_MOVING = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
-_UNAVAILABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, *_COORDINATOR_MOVING)
+_UNAVAILABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, *COORDINATOR_MOVING)
 _PARTITION_GONE = (
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._UNKNOWN_PARTITION,
@@ -118,37 +117,16 @@ class KafkaClusterReader:
     ) -> dict[TopicPartition, Commit]:
         if not partitions:
             return {}
-        # A consumer of the group that never joins it (no subscribe, no commit) rather than the
-        # Admin API: librdkafka's ListConsumerGroupOffsets can crash the process when the
-        # coordinator answers NOT_COORDINATOR (librdkafka issue 5040).
         what = f"committed offsets of group '{group}'"
         try:
-            consumer = Consumer(
-                {
-                    **self._client,
-                    "group.id": group,
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                    "socket.connection.setup.timeout.ms": 3000,
-                    **QUIET,
-                }
-            )
+            consumer = group_offsets_consumer(self._client, group)
         except KafkaException as err:
             raise self._error(what, err) from err
         wanted = [KafkaPartition(tp.topic, tp.partition) for tp in partitions]
-        deadline = time.monotonic() + self._timeout_s
         try:
-            while True:
-                try:
-                    answer = consumer.committed(wanted, timeout=self._timeout_s)
-                    break
-                except KafkaException as err:
-                    # The group's coordinator is moving or loading: ask again, for a while.
-                    if err.args[0].code() not in _COORDINATOR_MOVING:
-                        raise self._error(what, err) from err
-                    if time.monotonic() > deadline:
-                        raise self._error(what, err) from err
-                    time.sleep(0.2)
+            answer = ask_committed(consumer, wanted, self._timeout_s)
+        except KafkaException as err:
+            raise self._error(what, err) from err
         finally:
             consumer.close()
         return {

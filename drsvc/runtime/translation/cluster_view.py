@@ -12,26 +12,26 @@ open transactions do not count yet), the same view the replicator copies with.
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from drsvc.adapters.kafka_admin import admin_client, describe_topics
+from drsvc.adapters.kafka_admin import (
+    COORDINATOR_MOVING,
+    admin_client,
+    ask_committed,
+    describe_topics,
+    group_offsets_consumer,
+)
 from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.translation.sync_reader import QUIET, SyncTopicRead, read_sync_topic
 from failover.offset_syncs import TopicPartition
 
-_COORDINATOR_MOVING = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
-_UNAVAILABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, *_COORDINATOR_MOVING)
+_UNAVAILABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, *COORDINATOR_MOVING)
 
 
 @dataclass(frozen=True)
@@ -80,23 +80,10 @@ class KafkaClusterView:
         return self._admin
 
     def committed_offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
-        # Asked through a consumer of the group (which never joins it: no subscribe, no commit)
-        # for every partition of the cluster, not through the Admin API: librdkafka's
-        # ListConsumerGroupOffsets crashes the process when the coordinator answers
-        # NOT_COORDINATOR (librdkafka issue 5040, still in 2.16), which happens while a group's
-        # coordinator moves or loads. The consumer path reports it as an error, asked again here.
-        consumer = Consumer(
-            {
-                **self._client,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "socket.connection.setup.timeout.ms": 3000,
-                **QUIET,
-            }
-        )
+        # Every partition of the cluster, through a consumer of the group that never joins it
+        # (see group_offsets_consumer); a coordinator moving or loading is asked again.
+        consumer = group_offsets_consumer(self._client, group)
         what = f"committed offsets of group '{group}'"
-        deadline = time.monotonic() + self._timeout_s
         try:
             metadata = consumer.list_topics(timeout=self._timeout_s)
             partitions = [
@@ -105,18 +92,7 @@ class KafkaClusterView:
                 if not name.startswith("__")  # Kafka's own topics
                 for p in sorted(topic.partitions)
             ]
-            answer: list[KafkaPartition] = []
-            while partitions:
-                try:
-                    answer = consumer.committed(partitions, timeout=self._timeout_s)
-                    break
-                except KafkaException as err:
-                    # The group's coordinator is moving or loading: ask again, for a while.
-                    if err.args[0].code() not in _COORDINATOR_MOVING:
-                        raise
-                    if time.monotonic() > deadline:
-                        raise self._unavailable(what, err) from err
-                    time.sleep(0.2)
+            answer = ask_committed(consumer, partitions, self._timeout_s) if partitions else []
         except KafkaException as err:
             error: KafkaError = err.args[0]
             if error.retriable() or error.code() in _UNAVAILABLE:
