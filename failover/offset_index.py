@@ -643,6 +643,16 @@ class OffsetIndex:
         generations = self._parts.get(tp)
         return None if generations is None else generations.current.frontier
 
+    def replicated_end(self, tp: TopicPartition) -> int | None:
+        """One past the highest source position any pass has read for ``tp`` (current generation).
+
+        Equal to :meth:`frontier` except while a re-copy pass (after a worker restart) has not yet
+        caught up with an earlier pass: the records up to here are on the target either way, so
+        this, not the frontier, bounds what a failover now would lose.
+        """
+        generations = self._parts.get(tp)
+        return None if generations is None else generations.current.max_end
+
     def segment_count(self) -> int:
         """Segments held, all partitions and generations."""
         return sum(len(h.seg_src) for h in self._histories())

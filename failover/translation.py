@@ -10,6 +10,10 @@ anything; otherwise ``reason`` says why not and ``pending`` says how far off it 
                                          (or the index) lags; ``pending`` offsets are not covered.
                                          The offset is the end of what is known, so nothing is
                                          skipped; records copied later may be read again.
+    RECOPY_BEHIND       set      no      a re-copy pass (after a worker restart or a lost sync) has
+                                         not caught up with what an earlier pass copied: the offset
+                                         is where the consumer skips nothing that is on the target,
+                                         and up to ``pending`` records it had consumed are read again
     REPLICATION_GAP     set      no      the replicator jumped over ``pending`` source offsets
                                          (e.g. retention deleted them before they were copied);
                                          whatever records were there are missing on the target
@@ -35,6 +39,7 @@ class Reason(StrEnum):
 
     EXACT = "exact"
     AHEAD_OF_SYNCS = "ahead-of-syncs"
+    RECOPY_BEHIND = "recopy-behind"
     REPLICATION_GAP = "replication-gap"
     UNKNOWN_PARTITION = "unknown-partition"
     TOPIC_MISMATCH = "topic-mismatch"
@@ -53,7 +58,8 @@ class Translation(NamedTuple):
     reason: Reason
     pending: int = 0
     """For AHEAD_OF_SYNCS and REPLICATION_GAP: offsets (on the queried side) the syncs do not cover;
-    an upper bound on the records affected, since some of those offsets may hold no record."""
+    an upper bound on the records affected, since some of those offsets may hold no record. For
+    RECOPY_BEHIND: copies of already consumed records that a consumer starting there reads again."""
 
     @property
     def exact(self) -> bool:
