@@ -8,12 +8,14 @@ a key is where the group would continue on the target right now.
 This module holds what the stream decides, with no I/O:
 
 * the versioned record format (:func:`encode_key`, :func:`encode_value` and their decoders), drawn
-  byte by byte in ``docs/checkpoints.md``; a reader refuses a version it does not know with a
-  :class:`CheckpointFormatError` naming it, and never guesses;
+  byte by byte in ``docs/checkpoints.md``; values are written in version 2 (which carries the
+  topic ids of both sides) and versions 1 and 2 are read; a reader refuses a version it does not
+  know with a :class:`CheckpointFormatError` naming it, and never guesses;
 * the monotonicity rule (:func:`decide`): a checkpoint replaces the previous one of its key only
-  when the translated target offset moves forward, or when the source group itself went back
-  (rewound); a translation that became unknown never hides a known position, and nothing moves
-  backwards because an index is behind;
+  when the translated target offset moves forward, when the source group itself went back
+  (rewound), or when the topic on either side was recreated (another topic id: offsets of the
+  old incarnation say nothing about the new one); a translation that became unknown never hides a
+  known position, and nothing moves backwards because an index is behind;
 * what a failover right now would cost each partition (:func:`exposure`): the records it would lose
   and the records it would read twice.
 
@@ -36,6 +38,7 @@ __all__ = [
     "UPSTREAM",
     "VALUE_MAGIC",
     "VALUE_VERSION",
+    "VALUE_VERSIONS_READ",
     "Checkpoint",
     "CheckpointFormatError",
     "CheckpointKey",
@@ -59,13 +62,19 @@ UPSTREAM: Direction = "upstream"
 KEY_MAGIC = 0xDA
 KEY_VERSION = 1
 VALUE_MAGIC = 0xDB
-VALUE_VERSION = 1
+VALUE_VERSION = 2
+"""The version :func:`encode_value` writes."""
+VALUE_VERSIONS_READ = (1, 2)
+"""The versions :func:`decode_value` reads."""
+TOPIC_ID_BYTES = 16
+_UNKNOWN_ID = bytes(TOPIC_ID_BYTES)  # Kafka never assigns the all-zero topic id
 
 _KEY_HEAD = struct.Struct(">BB")  # magic, version
 _LENGTH16 = struct.Struct(">H")
 _PARTITION = struct.Struct(">i")
 _VALUE_HEAD = struct.Struct(">BBBqqqq")  # magic, version, flags, offsets, pending, time
 _VALUE_FIXED = struct.Struct(">Bqqqq")  # the same after magic and version
+_TOPIC_IDS = struct.Struct(">16s16s")  # version 2: source topic id, target topic id
 _LENGTH8 = struct.Struct(">B")
 _LENGTH32 = struct.Struct(">I")
 
@@ -107,6 +116,11 @@ class Checkpoint:
     translation could not cover (see :class:`failover.translation.Translation`). ``metadata`` is
     the metadata string the consumer committed with its offset. ``time_ms`` is when the committed
     offset was read (epoch milliseconds).
+
+    ``source_topic_id`` is the id of ``source_topic`` on the flow's source and
+    ``target_topic_id`` the id of the key's topic on the target, when known (16 bytes; None when
+    unknown, and always None in a version 1 record). They tell a recreated topic from the old one:
+    offsets of different incarnations cannot be compared (:func:`decide`).
     """
 
     source_topic: str
@@ -117,6 +131,8 @@ class Checkpoint:
     pending: int = 0
     metadata: str = ""
     time_ms: int = 0
+    source_topic_id: bytes | None = None
+    target_topic_id: bytes | None = None
 
     @property
     def exact(self) -> bool:
@@ -149,6 +165,12 @@ def _problem(checkpoint: Checkpoint) -> str | None:
         return f"reason {checkpoint.reason!r} must be non-empty ASCII"
     if len(checkpoint.reason) > _MAX_REASON_BYTES:
         return f"reason of {len(checkpoint.reason)} characters is too long"
+    for side, topic_id in (
+        ("source", checkpoint.source_topic_id),
+        ("target", checkpoint.target_topic_id),
+    ):
+        if topic_id is not None and (len(topic_id) != TOPIC_ID_BYTES or topic_id == _UNKNOWN_ID):
+            return f"{side} topic id must be {TOPIC_ID_BYTES} bytes, not all zero, or None"
     return None
 
 
@@ -183,7 +205,7 @@ def encode_key(key: CheckpointKey) -> bytes:
 def decode_key(data: bytes) -> CheckpointKey:
     """Read a key written by :func:`encode_key` (any version this build knows)."""
     reader = _Reader(data, "checkpoint key")
-    reader.header(KEY_MAGIC, KEY_VERSION)
+    reader.header(KEY_MAGIC, (KEY_VERSION,))
     group = reader.text(_LENGTH16)
     topic = reader.text(_LENGTH16)
     (partition,) = reader.unpack(_PARTITION)
@@ -227,6 +249,9 @@ def encode_value(checkpoint: Checkpoint) -> bytes:
                 checkpoint.pending,
                 checkpoint.time_ms,
             ),
+            _TOPIC_IDS.pack(
+                checkpoint.source_topic_id or _UNKNOWN_ID, checkpoint.target_topic_id or _UNKNOWN_ID
+            ),
             _LENGTH8.pack(len(reason)),
             reason,
             _LENGTH16.pack(len(source_topic)),
@@ -240,8 +265,11 @@ def encode_value(checkpoint: Checkpoint) -> bytes:
 def decode_value(data: bytes) -> Checkpoint:
     """Read a value written by :func:`encode_value` (any version this build knows)."""
     reader = _Reader(data, "checkpoint value")
-    reader.header(VALUE_MAGIC, VALUE_VERSION)
+    version = reader.header(VALUE_MAGIC, VALUE_VERSIONS_READ)
     flags, source_offset, target, pending, time_ms = reader.unpack(_VALUE_FIXED)
+    source_id, target_id = _UNKNOWN_ID, _UNKNOWN_ID
+    if version >= 2:
+        source_id, target_id = reader.unpack_bytes(_TOPIC_IDS)
     reason = reader.text(_LENGTH8, encoding="ascii")
     source_topic = reader.text(_LENGTH16)
     metadata = reader.text(_LENGTH32)
@@ -263,6 +291,8 @@ def decode_value(data: bytes) -> Checkpoint:
         pending=pending,
         metadata=metadata,
         time_ms=time_ms,
+        source_topic_id=None if source_id == _UNKNOWN_ID else source_id,
+        target_topic_id=None if target_id == _UNKNOWN_ID else target_id,
     )
     if bool(flags & _EXACT) != checkpoint.exact:
         raise CheckpointFormatError(
@@ -284,22 +314,33 @@ class _Reader:
         self.pos = 0
         self.what = what
 
-    def header(self, magic: int, version: int) -> None:
+    def header(self, magic: int, versions: tuple[int, ...]) -> int:
+        """Check the magic byte and the version (one of ``versions``); return the version."""
         if len(self.data) < 2:
             raise CheckpointFormatError(f"truncated {self.what}: {len(self.data)} bytes")
         if self.data[0] != magic:
             raise CheckpointFormatError(
                 f"not a {self.what}: magic byte 0x{self.data[0]:02x}, expected 0x{magic:02x}"
             )
-        if self.data[1] != version:
+        if self.data[1] not in versions:
+            known = " and ".join(str(v) for v in versions)
+            plural = "s" if len(versions) > 1 else ""
             raise CheckpointFormatError(
-                f"unsupported {self.what} version {self.data[1]} (this build reads version "
-                f"{version}); upgrade drsvc where checkpoints are read before where they are "
-                "written"
+                f"unsupported {self.what} version {self.data[1]} (this build reads version"
+                f"{plural} {known}); upgrade drsvc where checkpoints are read before where they "
+                "are written"
             )
         self.pos = 2
+        return self.data[1]
 
     def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        if self.pos + layout.size > len(self.data):
+            raise CheckpointFormatError(f"truncated {self.what}")
+        values = layout.unpack_from(self.data, self.pos)
+        self.pos += layout.size
+        return tuple(values)
+
+    def unpack_bytes(self, layout: struct.Struct) -> tuple[bytes, ...]:
         if self.pos + layout.size > len(self.data):
             raise CheckpointFormatError(f"truncated {self.what}")
         values = layout.unpack_from(self.data, self.pos)
@@ -338,10 +379,19 @@ class Verdict(NamedTuple):
 def decide(previous: Checkpoint | None, candidate: Checkpoint) -> Verdict:
     """Whether ``candidate`` replaces ``previous`` (the newest checkpoint of the same key).
 
-    The target offset of a key only moves forward. The one exception is the source group itself
-    going back (its committed offset is lower than before: reset by an operator, or the source
-    topic recreated): then the new position, known or not, is the truth and replaces the old
-    one, flagged ``rewound``. Otherwise:
+    The target offset of a key only moves forward. There are two exceptions, both flagged
+    ``rewound`` (the target group may have to go back too):
+
+    * the topic on either side was recreated: both checkpoints know the topic id of the same side
+      and the ids differ. Offsets of the old incarnation say nothing about the new one (a
+      recreated remote topic is copied again from the start, at lower offsets), so the candidate,
+      known or not, replaces the old position whatever its offsets. With an id unknown on either
+      side the offsets are compared as below;
+    * the source group itself went back (its committed offset is lower than before: reset by an
+      operator, or the source topic recreated without the ids known): then the new position,
+      known or not, is the truth and replaces the old one.
+
+    Otherwise:
 
     * a known target offset never gives way to an unknown one (the index may just be behind);
     * a lower target offset never replaces a higher one;
@@ -350,6 +400,10 @@ def decide(previous: Checkpoint | None, candidate: Checkpoint) -> Verdict:
     """
     if previous is None:
         return Verdict(True, False, "first checkpoint of the key")
+    if _recreated(previous.target_topic_id, candidate.target_topic_id):
+        return Verdict(True, True, "the target topic was recreated (new topic id)")
+    if _recreated(previous.source_topic_id, candidate.source_topic_id):
+        return Verdict(True, True, "the source topic was recreated (new topic id)")
     if candidate.source_offset < previous.source_offset:
         return Verdict(True, True, "the source group went back")
     if candidate.target_offset is None:
@@ -369,7 +423,16 @@ def decide(previous: Checkpoint | None, candidate: Checkpoint) -> Verdict:
     return Verdict(False, False, "unchanged")
 
 
+def _recreated(before: bytes | None, now: bytes | None) -> bool:
+    """Both ids are known and differ: the topic was deleted and created again."""
+    return before is not None and now is not None and before != now
+
+
 # -- what a failover right now would cost -------------------------------------------------------
+
+
+_REREAD_REASONS = frozenset({Reason.AHEAD_OF_SYNCS.value, Reason.RECOPY_BEHIND.value})
+"""Known translations whose ``pending`` offsets a consumer starting there reads again."""
 
 
 class Exposure(NamedTuple):
@@ -395,24 +458,30 @@ def exposure(
 ) -> Exposure:
     """What failing a group over right now costs one partition.
 
-    Downstream (the group reads a topic of the flow's source; ``frontier`` is where replication
-    continues reading it, the end of what the offset syncs cover; ``source_end`` its end offset):
+    Downstream (the group reads a topic of the flow's source; ``frontier`` is the replicated
+    position, one past the highest source offset any replication pass has copied
+    (:meth:`failover.offset_index.OffsetIndex.replicated_end`): the records before it are on the
+    target; ``source_end`` is the source partition's end offset):
 
     * would lose = ``source_end - max(committed, frontier)``: records the group has not consumed
       and that are not on the target yet. Nothing replicated yet (no frontier) loses everything
       the group has not consumed.
-    * would re-read = records between the translated position and the group's true position (zero
-      for an exact translation, which drsvc's is whenever it is known) plus records the group
-      consumed on the source that are not replicated yet (``committed - frontier`` when positive,
-      the translation's ``pending``): the consumer starts after the last copy, and those records
-      come back to it if the source site recovers and replication resumes.
+    * would re-read = records between the translated position and the group's true position, the
+      translation's ``pending`` for the two reasons that leave some: ``ahead-of-syncs`` (records
+      the group consumed on the source that are not replicated yet, ``committed - frontier``: the
+      consumer starts after the last copy, and those records come back to it if the source site
+      recovers and replication resumes) and ``recopy-behind`` (a re-copy pass after a worker
+      restart has not caught up yet: the position is after the newest copy of the pass, so copies
+      of records the group consumed are read again). Zero for an exact translation, which drsvc's
+      is whenever it is known and no re-copy is behind.
 
     Upstream (the group reads a copy; the originals are on the target): nothing is lost; copies it
-    read past what the syncs cover (``pending`` of an ahead-of-syncs translation) are re-read.
+    read past what the syncs cover (``pending`` of an ahead-of-syncs or recopy-behind translation)
+    are re-read.
     """
     reread: int | None = None
     if known:
-        reread = pending if reason == Reason.AHEAD_OF_SYNCS else 0
+        reread = pending if reason in _REREAD_REASONS else 0
     if direction == UPSTREAM:
         return Exposure(0, reread)
     if source_end is None:

@@ -6,7 +6,14 @@ import pytest
 
 from drsvc.errors import PermanentError
 from drsvc.runtime.checkpoints.checkpoint_topic import CheckpointsRead, checkpoint_as_dict
-from failover.checkpoints import VALUE_MAGIC, Checkpoint, CheckpointKey, encode_key, encode_value
+from failover.checkpoints import (
+    VALUE_MAGIC,
+    VALUE_VERSION,
+    Checkpoint,
+    CheckpointKey,
+    encode_key,
+    encode_value,
+)
 
 KEY = CheckpointKey("g", "east.orders", 0)
 
@@ -24,7 +31,10 @@ def test_the_newest_checkpoint_of_a_key_wins_and_a_tombstone_deletes_it() -> Non
 
 def test_a_record_of_an_unknown_version_stops_the_read_naming_it() -> None:
     read = CheckpointsRead(cluster="west", topic="east.checkpoints.internal")
-    newer = bytes([VALUE_MAGIC, 2]) + encode_value(Checkpoint("orders", 5, 5, "exact"))[2:]
+    newer = (
+        bytes([VALUE_MAGIC, VALUE_VERSION + 1])
+        + encode_value(Checkpoint("orders", 5, 5, "exact"))[2:]
+    )
     with pytest.raises(PermanentError, match=r"record 7 of east.checkpoints.internal-0 on west"):
         read.add_record(0, 7, encode_key(KEY), newer)
     with pytest.raises(PermanentError, match="has no key"):
