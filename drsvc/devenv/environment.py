@@ -13,7 +13,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,18 +181,34 @@ class LocalEnvironment:
     # ------------------------------------------------------------------ up
 
     def up(
-        self, aliases: Sequence[str], brokers: int | None = None, progress: Progress = _quiet
+        self,
+        aliases: Sequence[str],
+        brokers: int | None = None,
+        progress: Progress = _quiet,
+        broker_overrides: Mapping[str, Mapping[str, object]] | None = None,
     ) -> EnvironmentInfo:
-        """Start (or keep running) a cluster per alias and the Consul agent; wait until ready."""
+        """Start (or keep running) a cluster per alias and the Consul agent; wait until ready.
+
+        ``broker_overrides`` maps aliases (of ``aliases``) to broker properties that replace the
+        environment's defaults, e.g. ``{"short": {"offsets.retention.minutes": "1"}}``. They are
+        recorded with the site, so later ``up`` calls (restarts) keep them. A site created with
+        other overrides is refused: static broker settings are part of what the cluster is.
+        """
         if brokers is not None and brokers not in (1, 3):
             raise ConfigError(f"--brokers must be 1 or 3 (got {brokers})")
-        components = self._components()
+        overrides = _checked_overrides(aliases, broker_overrides or {})
         with self.store.locked():
             state = self.store.load()
+            for alias, wanted in overrides.items():
+                _check_same_overrides(state, alias, wanted)
+            components = self._components()
             self._start_consul(state, components, progress)
             # Start every site first and wait afterwards: the JVMs boot in parallel.
             starting = [
-                self._start_site(state, alias, brokers, components, progress) for alias in aliases
+                self._start_site(
+                    state, alias, brokers, components, progress, overrides.get(alias, {})
+                )
+                for alias in aliases
             ]
             for pending in starting:
                 if pending is not None:
@@ -266,8 +282,12 @@ class LocalEnvironment:
         brokers: int | None,
         components: Components,
         progress: Progress,
+        overrides: dict[str, str],
     ) -> _StartingSite | None:
-        """Start the nodes of ``alias`` that are not running; None when all already run."""
+        """Start the nodes of ``alias`` that are not running; None when all already run.
+
+        ``overrides`` are the broker properties of a site created now (an existing site keeps
+        the ones it was created with)."""
         site = state.sites.get(alias)
         if site is None:
             count = brokers or 1
@@ -278,7 +298,13 @@ class LocalEnvironment:
                 )
                 for i in range(count)
             ]
-            site = KafkaSite(alias=alias, host=LOCAL_HOST, cluster_id=new_cluster_id(), nodes=nodes)
+            site = KafkaSite(
+                alias=alias,
+                host=LOCAL_HOST,
+                cluster_id=new_cluster_id(),
+                nodes=nodes,
+                broker_overrides=overrides,
+            )
             state.sites[alias] = site
             self.store.save(state)
         elif brokers is not None and brokers != len(site.nodes):
@@ -448,6 +474,32 @@ class LocalEnvironment:
             shutil.rmtree(self.state_dir, ignore_errors=False)
             progress(f"removed {self.state_dir}")
         return len(stopped)
+
+
+def _checked_overrides(
+    aliases: Sequence[str], overrides: Mapping[str, Mapping[str, object]]
+) -> dict[str, dict[str, str]]:
+    unknown = sorted(set(overrides) - set(aliases))
+    if unknown:
+        raise ConfigError(
+            f"broker overrides name cluster(s) {', '.join(unknown)} that are not being started "
+            f"(clusters: {', '.join(aliases)})"
+        )
+    return {
+        alias: kafka_node.check_broker_overrides(alias, props) for alias, props in overrides.items()
+    }
+
+
+def _check_same_overrides(state: EnvState, alias: str, wanted: dict[str, str]) -> None:
+    """An existing site keeps the broker overrides it was created with; asking for others is an
+    error rather than a silent no-op (the caller relies on them, e.g. a short retention)."""
+    site = state.sites.get(alias)
+    if site is not None and site.broker_overrides != wanted:
+        raise ConfigError(
+            f"cluster {alias!r} already exists with broker overrides "
+            f"{site.broker_overrides or 'none'}, not {wanted or 'none'}; run "
+            "'drsvc dev down --purge' to start over, or use another alias"
+        )
 
 
 def _file_size(path: Path) -> int:

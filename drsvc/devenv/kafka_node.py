@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from drsvc.devenv.components import KafkaInstall
 from drsvc.devenv.processes import ProcessHandle, spawn
 from drsvc.devenv.state import BrokerNode, KafkaSite
-from drsvc.errors import ProcessStartError
+from drsvc.errors import ConfigError, ProcessStartError
 
 LOG4J2_TEMPLATE = """\
 Configuration:
@@ -38,13 +39,58 @@ Configuration:
 
 READY_MARKER = "Kafka Server started"
 
+#: properties that follow from the site's layout (ids, ports, quorum, data directory): an
+#: override of one of them would break the cluster rather than tune it
+RESERVED_PROPERTIES = frozenset(
+    {
+        "process.roles",
+        "node.id",
+        "controller.quorum.voters",
+        "listeners",
+        "advertised.listeners",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "listener.security.protocol.map",
+        "log.dirs",
+    }
+)
+_PROPERTY_NAME = re.compile(r"^[a-z][a-z0-9]*([._-][a-z0-9]+)*$")
+
+
+def check_broker_overrides(alias: str, overrides: Mapping[str, object]) -> dict[str, str]:
+    """Validated broker property overrides for site ``alias``, as strings.
+
+    Raises :class:`ConfigError` naming the property for a malformed name, a value that would not
+    fit on one line of ``server.properties``, or a property the environment derives itself.
+    """
+    checked: dict[str, str] = {}
+    for key, raw in overrides.items():
+        if not isinstance(key, str) or not _PROPERTY_NAME.match(key):
+            raise ConfigError(f"cluster {alias!r}: {key!r} is not a broker property name")
+        if key in RESERVED_PROPERTIES:
+            raise ConfigError(
+                f"cluster {alias!r}: broker property {key} is set by the local environment "
+                "(ids, ports and data directories follow from the site) and cannot be overridden"
+            )
+        if isinstance(raw, bool):
+            value = "true" if raw else "false"  # Kafka's spelling, not Python's
+        else:
+            value = raw if isinstance(raw, str) else str(raw)
+        if "\n" in value or "\r" in value:
+            raise ConfigError(
+                f"cluster {alias!r}: broker property {key} needs a one-line string value, "
+                f"got {raw!r}"
+            )
+        checked[key] = value
+    return checked
+
 
 def node_dir(state_dir: Path, site: KafkaSite, node: BrokerNode) -> Path:
     return state_dir / "sites" / site.alias / f"kafka-{node.node_id}"
 
 
 def server_properties(site: KafkaSite, node: BrokerNode, data_dir: Path) -> str:
-    """Render server.properties for ``node`` of ``site``."""
+    """Render server.properties for ``node`` of ``site``, with the site's broker overrides."""
     host = site.host
     voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in site.nodes)
     replicas = min(3, len(site.nodes))
@@ -81,6 +127,8 @@ def server_properties(site: KafkaSite, node: BrokerNode, data_dir: Path) -> str:
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
     }
+    # The site's overrides come last: a test cluster may, say, expire group offsets in a minute.
+    props.update(site.broker_overrides)
     return "".join(f"{key}={value}\n" for key, value in props.items())
 
 

@@ -45,6 +45,9 @@ class KafkaSite(BaseModel):
     host: str = "127.0.0.1"
     cluster_id: str
     nodes: list[BrokerNode]
+    #: broker properties that replace the environment's defaults (static broker settings such
+    #: as ``offsets.retention.minutes``, which only a restart changes); kept so restarts keep them
+    broker_overrides: dict[str, str] = Field(default_factory=dict)
 
     @property
     def bootstrap_servers(self) -> str:
