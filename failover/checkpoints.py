@@ -35,6 +35,7 @@ __all__ = [
     "DOWNSTREAM",
     "KEY_MAGIC",
     "KEY_VERSION",
+    "TOPIC_ID_BYTES",
     "UPSTREAM",
     "VALUE_MAGIC",
     "VALUE_VERSION",

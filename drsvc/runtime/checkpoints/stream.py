@@ -8,8 +8,9 @@ A cycle, driven by the faust timer of :mod:`~drsvc.runtime.checkpoints.faust_app
    and the topic ids on both sides;
 2. :meth:`CheckpointStream.translate` (on the event loop, where the offset indexes live): every
    committed partition through :func:`translate_partition`, the same decision ``drsvc translate``
-   makes; the replication frontier is noted now, *before* the end offsets are read, so that what a
-   failover would lose is never counted too small;
+   makes; the replicated position (the highest source position any replication pass reached) is
+   noted now, *before* the end offsets are read, so that what a failover would lose is never
+   counted too small;
 3. the end offsets of the translated source partitions (blocking), then
    :meth:`CheckpointStream.numbers` (would lose, would re-read);
 4. :meth:`CheckpointStream.candidates`: a checkpoint per partition, kept only when
@@ -49,6 +50,7 @@ from drsvc.runtime.translation.group_translation import (
 from drsvc.topology.models import Topology
 from failover.checkpoints import (
     DOWNSTREAM,
+    TOPIC_ID_BYTES,
     Checkpoint,
     CheckpointKey,
     Exposure,
@@ -112,6 +114,12 @@ class PartitionView:
     commit: GroupCommit
     translation: PartitionTranslation
     frontier: int | None
+    """One past the highest source offset any replication pass copied (downstream only): the
+    records before it are on the target."""
+    source_topic_id: bytes | None = None
+    """The id of the topic the group reads on the source, when it was described."""
+    target_topic_id: bytes | None = None
+    """The id of the topic it continues on, on the target, when it exists."""
 
     @property
     def key(self) -> CheckpointKey:
@@ -131,6 +139,13 @@ class Emission:
     checkpoint: Checkpoint
     verdict: Verdict
     previous: Checkpoint | None
+
+
+def _known_id(topic_id: bytes | None) -> bytes | None:
+    """A topic id as a checkpoint holds it: None unless it is a real (16-byte, non-zero) id."""
+    if topic_id is None or len(topic_id) != TOPIC_ID_BYTES or not any(topic_id):
+        return None
+    return topic_id
 
 
 class CheckpointStream:
@@ -257,10 +272,24 @@ class CheckpointStream:
                     TOPIC_MISSING,
                     SYNC_CONFLICT,
                 ):
-                    frontier = follower.read.index.frontier(
+                    # Not the frontier: while a re-copy pass after a worker restart is behind,
+                    # the records an earlier pass copied past it are on the target all the same.
+                    frontier = follower.read.index.replicated_end(
                         TopicPartition(route.synced_topic, tp.partition)
                     )
-                views.append(PartitionView(group, route, commit, translated, frontier))
+                views.append(
+                    PartitionView(
+                        group,
+                        route,
+                        commit,
+                        translated,
+                        frontier,
+                        source_topic_id=None if info is None else _known_id(info.topic_id),
+                        target_topic_id=_known_id(
+                            observation.destination_ids.get(route.destination_topic)
+                        ),
+                    )
+                )
         return views
 
     # -- 3. count ---------------------------------------------------------------------------------
@@ -310,6 +339,8 @@ class CheckpointStream:
                 pending=translated.pending,
                 metadata=view.commit.metadata,
                 time_ms=read_at_ms,
+                source_topic_id=view.source_topic_id,
+                target_topic_id=view.target_topic_id,
             )
             previous = self.state.get(view.key)
             verdict = decide(previous, checkpoint)

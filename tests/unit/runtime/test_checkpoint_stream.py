@@ -410,3 +410,67 @@ def test_without_a_group_syncer_module_the_hook_does_nothing(
     topo = topology(ONE_WAY)
     hook = GroupSyncHook(topo, topo.flows[0], {"bootstrap.servers": "x:1"})
     assert hook.offer("g", {("east.orders", 0): 1}, (), {}) is None
+
+
+# -- recreated topics, re-copy passes -------------------------------------------------------------
+
+
+NEW_COPY = b"N" * 16  # east.orders on west, deleted and created again
+
+
+def test_checkpoints_carry_the_topic_ids_of_both_sides() -> None:
+    stream, east, west = one_way_setup()
+    east.commit("g", "orders", {0: 650})
+    [emission] = run_cycle(stream, east, west)[1]
+    assert (emission.checkpoint.source_topic_id, emission.checkpoint.target_topic_id) == (
+        EAST_ORDERS,
+        WEST_COPY,
+    )
+
+
+def test_a_recreated_remote_topic_replaces_the_old_checkpoint_with_its_lower_position() -> None:
+    """east.orders on west was deleted and created again; the worker copies orders again from its
+    start (500) into the new topic, from offset 0. The old checkpoint (900 -> 1400 on the old
+    topic) is higher than the new, correct one (900 -> 400): it must give way all the same."""
+    old = Checkpoint("orders", 900, 1400, "exact", source_topic_id=EAST_ORDERS,
+                     target_topic_id=WEST_COPY)  # fmt: skip
+    key = CheckpointKey("g", "east.orders", 0)
+    stream, east, west = one_way_setup({key: old}, syncs=0)
+    for s in (
+        sync("orders", 500, 800, [(500, 0, 300)], target_id=NEW_COPY),
+        sync("orders", 800, 1000, [(800, 300, 200)], target_id=NEW_COPY),
+    ):
+        offset = stream.downstream.next_offsets.get(0, 0)
+        assert stream.downstream.accept(0, offset, *encode_sync(s)) is None
+    west.add_topic("east.orders", NEW_COPY)
+    east.commit("g", "orders", {0: 900})
+    [emission] = run_cycle(stream, east, west)[1]
+    assert emission.verdict.rewound
+    assert emission.verdict.why == "the target topic was recreated (new topic id)"
+    assert (emission.checkpoint.target_offset, emission.checkpoint.target_topic_id) == (
+        400,
+        NEW_COPY,
+    )
+    stream.record_emitted([emission])
+    assert stream.exact_positions("g") == {("east.orders", 0): 400}
+    # Without the ids (a checkpoint of an earlier version) the old position is kept, as before.
+    stream, east, west = one_way_setup({key: Checkpoint("orders", 900, 1400, "exact")})
+    east.commit("g", "orders", {0: 900})
+    assert run_cycle(stream, east, west)[1] == []
+
+
+def test_would_lose_counts_what_an_earlier_pass_copied_while_a_re_copy_is_behind() -> None:
+    """500..999 were copied to 0..499; after a worker restart a second pass copies 800..899 again
+    (to 500..599) and has not reached 1000 yet. Records up to 999 are on west all the same."""
+    stream, east, west = one_way_setup()
+    recopy = sync("orders", 800, 900, [(800, 500, 100)])
+    assert stream.downstream.accept(0, 2, *encode_sync(recopy)) is None
+    index = stream.downstream.read.index
+    assert index.frontier(TopicPartition("orders", 0)) == 900
+    assert index.replicated_end(TopicPartition("orders", 0)) == 1000
+    east.commit("g", "orders", {0: 950})
+    [row], [emission] = run_cycle(stream, east, west)
+    # 1000..1199: neither consumed nor copied. Counting from the frontier would say 250.
+    assert row.exposure.would_lose == 200
+    assert emission.checkpoint.reason == "recopy-behind"
+    assert row.exposure.would_reread == emission.checkpoint.pending > 0
