@@ -307,8 +307,11 @@ def alter_group_offsets(
     offsets: Mapping[Partition, int],
     timeout_s: float = 30.0,
     retry_backoff_s: float = 0.2,
+    metadata: Mapping[Partition, str] | None = None,
 ) -> dict[Partition, PartitionError | None]:
-    """Commit ``offsets`` for ``group`` as an outsider (no member id, no generation).
+    """Commit ``offsets`` for ``group`` as an outsider (no member id, no generation), each with
+    its ``metadata`` string when one is given (the commit's metadata, as a consumer's commit
+    carries it; empty otherwise).
 
     Returns, per partition, None when it was committed or the broker's refusal. The broker only
     accepts such a commit while the group has no members; otherwise every partition comes back
@@ -323,7 +326,7 @@ def alter_group_offsets(
         remaining = max(1.0, deadline - time.monotonic())
         retry: dict[Partition, int] = {}
         last: KafkaError | None = None
-        for tp, error in _alter_once(admin, group, pending, remaining).items():
+        for tp, error in _alter_once(admin, group, pending, remaining, metadata or {}).items():
             if error is not None and error.code() in _COORDINATOR_NOT_READY:
                 retry[tp] = pending[tp]
                 last = error
@@ -340,12 +343,16 @@ def alter_group_offsets(
 
 
 def _alter_once(
-    admin: AdminClient, group: str, offsets: Mapping[Partition, int], timeout_s: float
+    admin: AdminClient,
+    group: str,
+    offsets: Mapping[Partition, int],
+    timeout_s: float,
+    metadata: Mapping[Partition, str],
 ) -> dict[Partition, KafkaError | None]:
     request = ConsumerGroupTopicPartitions(
         group,
         [
-            TopicPartition(topic, partition, offset)
+            TopicPartition(topic, partition, offset, metadata.get((topic, partition)) or None)
             for (topic, partition), offset in offsets.items()
         ],
     )
@@ -465,6 +472,14 @@ def ask_committed(
             time.sleep(pause_s)
 
 
+@dataclass(frozen=True)
+class GroupOffset:
+    """A group's committed offset of one partition and the metadata string committed with it."""
+
+    offset: int
+    metadata: str = ""
+
+
 def committed_offsets(
     client_config: Mapping[str, str],
     group: str,
@@ -473,6 +488,18 @@ def committed_offsets(
 ) -> dict[Partition, int]:
     """``group``'s committed offsets of those of ``partitions`` that have one (read as
     :func:`group_offsets_consumer` says)."""
+    found = committed_offsets_with_metadata(client_config, group, partitions, timeout_s)
+    return {tp: committed.offset for tp, committed in found.items()}
+
+
+def committed_offsets_with_metadata(
+    client_config: Mapping[str, str],
+    group: str,
+    partitions: Collection[Partition],
+    timeout_s: float = 30.0,
+) -> dict[Partition, GroupOffset]:
+    """``group``'s committed offsets, with their metadata, of those of ``partitions`` that have
+    one (read as :func:`group_offsets_consumer` says: by a consumer that never joins the group)."""
     if not partitions:
         return {}
     consumer = group_offsets_consumer(client_config, group)
@@ -488,5 +515,7 @@ def committed_offsets(
     finally:
         consumer.close()
     return {
-        (tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None and tp.offset >= 0
+        (tp.topic, tp.partition): GroupOffset(tp.offset, tp.metadata or "")
+        for tp in answer
+        if tp.error is None and tp.offset >= 0
     }

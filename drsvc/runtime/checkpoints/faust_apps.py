@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 
 APP_ID_PREFIX = "drsvc-checkpoints."
 
+SETTLED_SYNC_STATUSES = frozenset({"synced", "unchanged", "not-opted-in"})
+"""Group sync outcomes that need no retry: anything else (failed, refused, active on the target,
+a switch under way ...) is offered again after ``resync_s``."""
+
 
 def app_id(alias: str, suffix: str = "") -> str:
     """The faust app id (and consumer group) of cluster ``alias``."""
@@ -145,6 +149,7 @@ class StreamRunner:
         target: ClusterReader,
         metrics: CheckpointMetrics,
         hook: GroupSyncHook | None = None,
+        resync_s: float = 5.0,
     ) -> None:
         self.stream = stream
         self.source = source
@@ -154,6 +159,10 @@ class StreamRunner:
         self.topic: Any = None
         self._previous_poll: float | None = None
         self._failing = False
+        self.resync_s = resync_s
+        self._retry_at: dict[str, float] = {}  # group -> when to offer it again (monotonic)
+        self._offered_all = False
+        self._sync_failing: set[str] = set()
 
     async def cycle(self) -> None:
         """One cycle; failures are logged and counted, and the next cycle tries again."""
@@ -182,11 +191,12 @@ class StreamRunner:
         )
         self.metrics.record_numbers(stream.flow_id, stream.numbers(views, ends), time.time())
         emissions = stream.candidates(views, observation.read_at_ms)
+        acked: list[Emission] = []
         if emissions:
             acked = await self._write(emissions)
             stream.record_emitted(acked)
             self._note_latency(acked, self._previous_poll or observation.started)
-            await self._offer_to_group_sync(acked)
+        await self._offer_to_group_sync(acked)
         self._previous_poll = observation.started
 
     async def _write(self, emissions: list[Emission]) -> list[Emission]:
@@ -234,12 +244,24 @@ class StreamRunner:
             self.metrics.latency_ms.labels(self.stream.flow_id).set(elapsed_ms)
 
     async def _offer_to_group_sync(self, acked: list[Emission]) -> None:
-        """Hand each group's exact and unknown positions to the group offset syncer (if there is
-        one), for the groups whose checkpoints changed in this cycle."""
-        if self.hook is None or not acked:
+        """Hand groups' positions to the group offset syncer (if there is one).
+
+        Offered are the groups whose checkpoints changed in this cycle, every group once after
+        the start, and, every ``resync_s``, the groups whose last sync did not settle (it failed,
+        was refused, or waits for a switch or for the application to leave the target). A rewind
+        whose sync did not go through is thus offered again until it does. The retry needs no
+        memory of the rewind itself: each commit of the syncer records the source position it
+        was translated from, and the syncer compares that with the current one, so a restart of
+        this process loses nothing (the first cycle offers every group again)."""
+        if self.hook is None:
             return
         loop = asyncio.get_running_loop()
-        for group in sorted({e.key.group for e in acked}):
+        now = time.monotonic()
+        due = {group for group, at in self._retry_at.items() if at <= now}
+        if not self._offered_all:
+            due.update(self.stream.groups())
+            self._offered_all = True
+        for group in sorted(due | {e.key.group for e in acked}):
             rewound = {
                 (e.key.topic, e.key.partition)
                 for e in acked
@@ -247,9 +269,25 @@ class StreamRunner:
             }
             offsets = self.stream.exact_positions(group)
             unknown = self.stream.unknown_positions(group)
+            origins = self.stream.origins(group)
             try:
-                await loop.run_in_executor(None, self.hook.offer, group, offsets, rewound, unknown)
-            except Exception as err:  # the syncer's failure must not stop checkpointing
-                log.warning(
-                    "group offset sync of %s on %s failed: %s", group, self.stream.flow.target, err
+                result = await loop.run_in_executor(
+                    None, self.hook.offer, group, offsets, rewound, unknown, origins
                 )
+            except Exception as err:  # the syncer's failure must not stop checkpointing
+                self._retry_at[group] = now + self.resync_s
+                if group not in self._sync_failing:
+                    log.warning(
+                        "group offset sync of %s on %s failed: %s (retried every %.0fs)",
+                        group,
+                        self.stream.flow.target,
+                        err,
+                        self.resync_s,
+                    )
+                self._sync_failing.add(group)
+                continue
+            self._sync_failing.discard(group)
+            if result is None or result.status in SETTLED_SYNC_STATUSES:
+                self._retry_at.pop(group, None)
+            else:
+                self._retry_at[group] = now + self.resync_s

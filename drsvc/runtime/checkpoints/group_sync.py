@@ -13,7 +13,17 @@ the *target*. The syncer commits them to the group on the target when, and only 
   value of ``null``, ``none`` or an empty string means a switch is under way: nothing is synced.
   A value that names no cluster of the topology is not guessed at: nothing is synced either;
 * a partition never moves backwards (below the group's committed offset on the target), unless
-  the source group itself rewound that partition (the caller says so through ``rewound``);
+  the source group itself went back since that offset was committed, or a topic was recreated.
+  Every commit of the syncer carries, as its metadata, the source position it was translated from
+  (:mod:`~drsvc.runtime.checkpoints.sync_origin`), and every call says, per partition, which
+  source position the wanted offset was translated from (``origins``). A target offset written by
+  the syncer from a source position ahead of the wanted one's, or from another incarnation of
+  the source or target topic, may be moved back: the source group went back since (or the topic
+  changed). This does not depend on one call: a rewind whose sync failed (Consul unreachable, a
+  switch under way, members on the target, a refusal) is still recognised by every later call,
+  also after a restart of the checkpoint agent. A commit the syncer did not write (a consumer's,
+  or one without origin) is moved back only when the caller names the partition in ``rewound``
+  (the source group went back in this very round);
 * the group has no members on the target. This is not checked beforehand: the offsets are simply
   committed without a member id, and the broker refuses such a commit while the group has members
   (``UNKNOWN_MEMBER_ID`` on Kafka 4.1, for classic and for consumer-protocol groups). A check
@@ -34,18 +44,20 @@ import json
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from confluent_kafka.admin import AdminClient
 
 from drsvc.adapters.kafka_admin import (
+    GroupOffset,
     PartitionError,
     admin_client,
     alter_group_offsets,
-    committed_offsets,
+    committed_offsets_with_metadata,
     list_offsets,
 )
 from drsvc.errors import ConfigError
+from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin, encode_origin
 from drsvc.topology.models import Application, Flow, Topology
 from failover.unknown_translation import (
     UnknownTranslation,
@@ -61,6 +73,7 @@ __all__ = [
     "KafkaTargetGroups",
     "KeyValueReader",
     "PartitionAction",
+    "PartitionDecision",
     "PartitionSync",
     "TargetGroups",
     "active_key",
@@ -79,7 +92,8 @@ PartitionAction = Literal[
 
     synced              committed on the target
     unchanged           the group is already there
-    skipped-backwards   the target group is further on and the source group did not rewind
+    skipped-backwards   the target group is further on, and the source group did not go back
+                        since the target's offset was committed
     refused-active      the broker refused the commit: the group has members on the target
     refused-unknown     not moved: the application's policy refuses unknown translations
     failed              the broker refused the commit for another reason (named in detail)
@@ -158,17 +172,81 @@ def _unreadable(key: str, raw: str, why: str) -> ActiveCluster:
 # -- partition decisions (pure) -------------------------------------------------------------------
 
 
+Decision = Literal["commit", "record-origin", "unchanged", "skipped-backwards"]
+"""``commit`` the wanted offset; ``record-origin``: the offset is already there, commit it again
+only to record what it was translated from (so that a later rewind is recognised); leave it
+``unchanged``; or ``skipped-backwards``."""
+
+
+class PartitionDecision(NamedTuple):
+    """What to do with one partition, and why."""
+
+    action: Decision
+    why: str
+
+
 def decide_partition(
-    wanted: int, committed: int | None, rewound: bool
-) -> Literal["commit", "unchanged", "skipped-backwards"]:
-    """Whether to commit ``wanted`` over the target group's ``committed`` offset (None: none)."""
+    wanted: int,
+    committed: int | None,
+    rewound: bool,
+    origin: SyncOrigin | None = None,
+    committed_origin: SyncOrigin | None = None,
+) -> PartitionDecision:
+    """Whether to commit ``wanted`` over the target group's ``committed`` offset (None: none).
+
+    ``origin`` is the source position ``wanted`` was translated from, ``committed_origin`` the one
+    recorded with the target's commit (None: the commit was not written by the group sync, or
+    carries no origin this build reads). ``rewound``: the caller saw the source group go back in
+    this round. A move backwards is allowed when the source group went back since the target's
+    commit (its recorded source offset is ahead of ``origin``'s), when the source or the target
+    topic was recreated since (both ids known and different), or when ``rewound`` says so;
+    otherwise the target's offset is kept. A commit not written by the group sync is moved back
+    only on ``rewound``: nothing says the source group went back since whoever wrote it.
+    """
     if committed is None:
-        return "commit"
+        return PartitionDecision("commit", "")
     if wanted == committed:
-        return "unchanged"
-    if wanted < committed and not rewound:
-        return "skipped-backwards"
-    return "commit"
+        if origin is not None and committed_origin != origin:
+            return PartitionDecision("record-origin", "its origin recorded")
+        return PartitionDecision("unchanged", "")
+    if wanted > committed:
+        return PartitionDecision("commit", "")
+    if rewound:
+        return PartitionDecision("commit", "moved back: the source group rewound")
+    back = _went_back_since(origin, committed_origin)
+    if back is not None:
+        return PartitionDecision("commit", f"moved back: {back}")
+    if committed_origin is None:
+        why = f"the group is further on the target ({committed}), committed by someone else"
+    else:
+        why = (
+            f"the group is further on the target ({committed}, translated from source offset "
+            f"{committed_origin.source_offset}) and the source group did not go back since"
+        )
+    return PartitionDecision("skipped-backwards", why)
+
+
+def _went_back_since(origin: SyncOrigin | None, committed: SyncOrigin | None) -> str | None:
+    """Why the target's commit (translated from ``committed``) is outdated by ``origin``, or None
+    when nothing says it is."""
+    if origin is None or committed is None:
+        return None
+    if (committed.flow, committed.source_topic) != (origin.flow, origin.source_topic):
+        return None  # translated from something else: not comparable
+    if _differ(committed.target_topic_id, origin.target_topic_id):
+        return "the target topic was recreated since the target's commit"
+    if _differ(committed.source_topic_id, origin.source_topic_id):
+        return "the source topic was recreated since the target's commit"
+    if committed.source_offset > origin.source_offset:
+        return (
+            f"the source group went back (from {committed.source_offset} to "
+            f"{origin.source_offset}) since the target's commit"
+        )
+    return None
+
+
+def _differ(before: bytes | None, now: bytes | None) -> bool:
+    return before is not None and now is not None and before != now
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -242,8 +320,11 @@ class KeyValueReader(Protocol):
 class TargetGroups(Protocol):
     """What the sync reads and changes on the flow's target cluster."""
 
-    def committed(self, group: str, partitions: Collection[Partition]) -> dict[Partition, int]:
-        """The group's committed offsets of those of ``partitions`` that have one."""
+    def committed(
+        self, group: str, partitions: Collection[Partition]
+    ) -> dict[Partition, GroupOffset]:
+        """The group's committed offsets (with their metadata) of those of ``partitions`` that
+        have one; read without joining the group."""
         ...
 
     def earliest(self, partitions: Collection[Partition]) -> dict[Partition, int]:
@@ -251,9 +332,10 @@ class TargetGroups(Protocol):
         ...
 
     def alter(
-        self, group: str, offsets: Mapping[Partition, int]
+        self, group: str, offsets: Mapping[Partition, int], metadata: Mapping[Partition, str]
     ) -> dict[Partition, PartitionError | None]:
-        """Commit ``offsets`` as an outsider; per partition None or the broker's refusal."""
+        """Commit ``offsets`` as an outsider, each with its ``metadata`` (if any); per partition
+        None or the broker's refusal."""
         ...
 
 
@@ -275,16 +357,18 @@ class KafkaTargetGroups:
             self._admin = admin_client(self._client["bootstrap.servers"], self._client)
         return self._admin
 
-    def committed(self, group: str, partitions: Collection[Partition]) -> dict[Partition, int]:
-        return committed_offsets(self._client, group, partitions, self._timeout_s)
+    def committed(
+        self, group: str, partitions: Collection[Partition]
+    ) -> dict[Partition, GroupOffset]:
+        return committed_offsets_with_metadata(self._client, group, partitions, self._timeout_s)
 
     def earliest(self, partitions: Collection[Partition]) -> dict[Partition, int]:
         return list_offsets(self.admin, partitions, "earliest", self._timeout_s)
 
     def alter(
-        self, group: str, offsets: Mapping[Partition, int]
+        self, group: str, offsets: Mapping[Partition, int], metadata: Mapping[Partition, str]
     ) -> dict[Partition, PartitionError | None]:
-        return alter_group_offsets(self.admin, group, offsets, self._timeout_s)
+        return alter_group_offsets(self.admin, group, offsets, self._timeout_s, metadata=metadata)
 
 
 # -- the syncer -----------------------------------------------------------------------------------
@@ -295,6 +379,7 @@ class _Wanted:
     offset: int
     origin: Origin
     note: str
+    translated_from: SyncOrigin | None = None
 
 
 class GroupOffsetSyncer:
@@ -333,26 +418,33 @@ class GroupOffsetSyncer:
         offsets: Mapping[Partition, int],
         rewound: Collection[Partition] = (),
         unknown: Mapping[Partition, str] | None = None,
+        origins: Mapping[Partition, SyncOrigin] | None = None,
     ) -> GroupSyncResult:
         """Bring ``group`` on the flow's target to ``offsets`` where the rules allow it.
 
         ``offsets`` maps (topic, partition) on the target to the translated offset; ``unknown``
         maps the partitions whose translation is unknown to the reason (a
-        :class:`failover.translation.Reason` value, ``topic-missing`` ...). ``rewound`` names the
-        partitions whose source group moved backwards since the last round: only those may move
-        backwards on the target.
+        :class:`failover.translation.Reason` value, ``topic-missing`` ...). ``origins`` says, for
+        partitions of either, which source position they were translated from: it is recorded
+        with each commit, and a target offset that a commit recorded from a source position
+        ahead of it (or from another incarnation of a topic) may be moved back
+        (:func:`decide_partition`). ``rewound`` names the partitions whose source group moved
+        backwards in this round: those may move backwards whoever committed on the target.
 
         Raises :class:`ConfigError` for contradictory input (a partition both translated and
         unknown, a negative offset), :class:`CoordinatorUnavailableError` when Consul cannot be
         read, and :class:`KafkaUnavailableError` when the target does not answer.
         """
         unknowns = _check_input(group, offsets, unknown or {})
+        origins = origins or {}
         app = self._eligible_application(group)
         if isinstance(app, GroupSyncResult):
             return self._report(app)
-        wanted = {tp: _Wanted(offset, "translated", "") for tp, offset in offsets.items()}
+        wanted = {
+            tp: _Wanted(offset, "translated", "", origins.get(tp)) for tp, offset in offsets.items()
+        }
         if unknowns:
-            refused = self._resolve_unknown(app, group, unknowns, wanted)
+            refused = self._resolve_unknown(app, group, unknowns, wanted, origins)
             if refused is not None:
                 return self._report(refused)
         if not wanted:
@@ -395,6 +487,7 @@ class GroupOffsetSyncer:
         group: str,
         unknowns: list[UnknownTranslation],
         wanted: dict[Partition, _Wanted],
+        origins: Mapping[Partition, SyncOrigin],
     ) -> GroupSyncResult | None:
         """Add the unknown partitions' start positions to ``wanted``, or refuse the group."""
         policy = app.on_unknown_translation
@@ -405,7 +498,8 @@ class GroupOffsetSyncer:
         if not resolution.refused:
             for start in resolution.start_at:
                 note = f"earliest retained offset ({describe_reason(start.reason)})"
-                wanted[(start.topic, start.partition)] = _Wanted(start.offset, "earliest", note)
+                tp = (start.topic, start.partition)
+                wanted[tp] = _Wanted(start.offset, "earliest", note, origins.get(tp))
             return None
         refused = {(r.topic, r.partition): r for r in resolution.refusals}
         partitions = []
@@ -432,16 +526,22 @@ class GroupOffsetSyncer:
         rewound: set[Partition],
     ) -> GroupSyncResult:
         committed = self._target.committed(group, list(wanted))
-        decisions = {
-            tp: decide_partition(w.offset, committed.get(tp), tp in rewound)
-            for tp, w in wanted.items()
+        decisions = {tp: _decide(w, committed.get(tp), tp in rewound) for tp, w in wanted.items()}
+        writes = {
+            tp: wanted[tp] for tp, d in decisions.items() if d.action in ("commit", "record-origin")
         }
-        to_commit = {tp: wanted[tp].offset for tp, d in decisions.items() if d == "commit"}
-        answers = self._target.alter(group, to_commit) if to_commit else {}
+        metadata = {
+            tp: encode_origin(w.translated_from)
+            for tp, w in writes.items()
+            if w.translated_from is not None
+        }
+        offsets = {tp: w.offset for tp, w in writes.items()}
+        answers = self._target.alter(group, offsets, metadata) if offsets else {}
         partitions = []
         for tp in sorted(wanted):
-            want, before = wanted[tp], committed.get(tp)
-            action, detail = _action(decisions[tp], answers.get(tp), want.offset, before)
+            want = wanted[tp]
+            before = None if committed.get(tp) is None else committed[tp].offset
+            action, detail = _action(decisions[tp], answers.get(tp))
             note = "; ".join(part for part in (want.note, detail) if part)
             partitions.append(
                 PartitionSync(tp[0], tp[1], action, want.offset, before, want.origin, note)
@@ -530,19 +630,21 @@ def _check_input(
     return [UnknownTranslation(tp[0], tp[1], reason) for tp, reason in sorted(unknown.items())]
 
 
+def _decide(want: _Wanted, before: GroupOffset | None, rewound: bool) -> PartitionDecision:
+    if before is None:
+        return decide_partition(want.offset, None, rewound, want.translated_from)
+    return decide_partition(
+        want.offset, before.offset, rewound, want.translated_from, decode_origin(before.metadata)
+    )
+
+
 def _action(
-    decision: Literal["commit", "unchanged", "skipped-backwards"],
-    answer: PartitionError | None,
-    wanted: int,
-    before: int | None,
+    decision: PartitionDecision, answer: PartitionError | None
 ) -> tuple[PartitionAction, str]:
-    if decision == "unchanged":
-        return "unchanged", ""
-    if decision == "skipped-backwards":
-        return "skipped-backwards", f"the group is further on the target ({before})"
+    if decision.action in ("unchanged", "skipped-backwards"):
+        return decision.action, decision.why
     if answer is None:
-        moved_back = before is not None and wanted < before
-        return "synced", "moved back: the source group rewound" if moved_back else ""
+        return ("unchanged" if decision.action == "record-origin" else "synced"), decision.why
     if answer.group_has_members:
         return "refused-active", f"the group has members on the target ({answer.name})"
     return "failed", f"{answer.name}: {answer.description}"

@@ -1,9 +1,9 @@
 """Handing exact translated positions to the group offset syncer, when there is one.
 
-``drsvc.runtime.checkpoints.group_sync.GroupOffsetSyncer`` (written separately) may set consumer
-group offsets on the target from checkpoints, under its own opt-in rules. The stream does not depend
-on it: the module is imported lazily and the hook does nothing while it is missing. All of the
-coupling is in :meth:`GroupSyncHook.offer`.
+``drsvc.runtime.checkpoints.group_sync.GroupOffsetSyncer`` may set consumer group offsets on the
+target from checkpoints, under its own opt-in rules. The stream does not depend on it at import
+time: the module is imported lazily (it brings in the Kafka admin client) and the hook does
+nothing while it is missing. All of the coupling is in :meth:`GroupSyncHook.offer`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,14 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drsvc.adapters.consul_client import ConsulClient
+from drsvc.runtime.checkpoints.sync_origin import SyncOrigin
 from drsvc.topology.models import Flow, Topology
+
+if TYPE_CHECKING:
+    from drsvc.runtime.checkpoints.group_sync import GroupSyncResult
 
 __all__ = ["SYNCER_MODULE", "GroupSyncHook"]
 
@@ -46,11 +50,13 @@ class GroupSyncHook:
         offsets: Mapping[tuple[str, int], int],
         rewound: Collection[tuple[str, int]],
         unknown: Mapping[tuple[str, int], str],
-    ) -> object:
+        origins: Mapping[tuple[str, int], SyncOrigin],
+    ) -> GroupSyncResult | None:
         """Pass ``group``'s exact target positions ((topic, partition) on the target -> offset),
-        the partitions whose source group went back, and those whose translation is unknown (with
-        the reason); returns the syncer's answer, or None when there is no syncer. Blocking: the
-        syncer may talk to the target cluster."""
+        the partitions whose source group went back in this round, those whose translation is
+        unknown (with the reason), and the source position each of them was translated from;
+        returns the syncer's answer, or None when there is no syncer. Blocking: the syncer may
+        talk to the target cluster."""
         if self._missing:
             return None
         if self._syncer is None:
@@ -64,4 +70,7 @@ class GroupSyncHook:
             self._syncer = syncer_class(
                 self._topology, self._flow, self._target_client, self._consul
             )
-        return self._syncer.sync(group, offsets, rewound, unknown)
+        result: GroupSyncResult | None = self._syncer.sync(
+            group, offsets, rewound, unknown, origins
+        )
+        return result

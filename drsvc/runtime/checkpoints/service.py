@@ -134,6 +134,7 @@ def prepare_service(
             KafkaGroupReader(flow.target, clients[flow.target], settings.timeout_s),
             metrics,
             GroupSyncHook(topology, flow, clients[flow.target], consul),
+            resync_s=settings.group_sync_retry_s,
         )
         add_stream_timer(apps[flow.target], runner, settings.interval_s)
         runners.append(runner)

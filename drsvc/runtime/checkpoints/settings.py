@@ -33,3 +33,6 @@ class CheckpointSettings:
     least recently used ones are closed and recreated when needed."""
     metadata_max_age_s: float = 5.0
     """How soon a sync topic that appears after the start is picked up by the faust consumer."""
+    group_sync_retry_s: float = 5.0
+    """How often a group whose offset sync did not go through (refused, failed, or waiting for a
+    switch) is offered to the group offset syncer again, also when its checkpoints do not change."""

@@ -36,6 +36,7 @@ from drsvc.runtime.checkpoints.metrics import PartitionNumbers
 from drsvc.runtime.checkpoints.plan import StreamPlan
 from drsvc.runtime.checkpoints.settings import OWN_GROUP_PREFIX
 from drsvc.runtime.checkpoints.sync_follower import SyncFollower
+from drsvc.runtime.checkpoints.sync_origin import SyncOrigin
 from drsvc.runtime.translation.cluster_view import CommittedOffset
 from drsvc.runtime.translation.group_translation import (
     SYNC_CONFLICT,
@@ -360,6 +361,26 @@ class CheckpointStream:
             for key, checkpoint in self.state.items()
             if key.group == group and checkpoint.target_offset is None
         }
+
+    def origins(self, group: str) -> dict[tuple[str, int], SyncOrigin]:
+        """(topic, partition) on the target -> the source position ``group``'s newest checkpoint
+        of it was translated from (known or not), for the group offset sync to record and
+        compare."""
+        return {
+            (key.topic, key.partition): SyncOrigin(
+                flow=self.flow_id,
+                source_topic=checkpoint.source_topic,
+                source_offset=checkpoint.source_offset,
+                source_topic_id=checkpoint.source_topic_id,
+                target_topic_id=checkpoint.target_topic_id,
+            )
+            for key, checkpoint in self.state.items()
+            if key.group == group
+        }
+
+    def groups(self) -> list[str]:
+        """The groups the stream holds checkpoints of."""
+        return sorted({key.group for key in self.state})
 
     def exact_positions(self, group: str) -> dict[tuple[str, int], int]:
         """(topic, partition) on the target -> offset, for ``group``'s exact checkpoints."""

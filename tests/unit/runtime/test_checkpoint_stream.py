@@ -22,6 +22,7 @@ from drsvc.runtime.checkpoints.metrics import CheckpointMetrics
 from drsvc.runtime.checkpoints.plan import SyncSource, plan_checkpoints
 from drsvc.runtime.checkpoints.stream import CheckpointStream
 from drsvc.runtime.checkpoints.sync_follower import Gap, SyncFollower
+from drsvc.runtime.checkpoints.sync_origin import SyncOrigin
 from drsvc.topology import Topology, load_topology_text
 from failover.checkpoints import Checkpoint, CheckpointKey, decode_key, decode_value
 from failover.offset_syncs import OffsetSync, Segment, TopicPartition, encode_sync
@@ -335,8 +336,13 @@ def test_a_runner_cycle_writes_counts_and_offers_exact_positions_to_the_group_sy
         def __init__(self, *args: object) -> None:
             assert len(args) == 4
 
-        def sync(self, group: str, offsets: Any, rewound: Any, unknown: Any) -> object:
+        def sync(
+            self, group: str, offsets: Any, rewound: Any, unknown: Any, origins: Any
+        ) -> object:
             offered.append((group, dict(offsets), set(rewound), dict(unknown)))
+            assert origins == {
+                ("east.orders", 0): SyncOrigin("east->west", "orders", 650, EAST_ORDERS, WEST_COPY)
+            }
             return None
 
     module = types.ModuleType("fake_group_sync")
@@ -409,7 +415,7 @@ def test_without_a_group_syncer_module_the_hook_does_nothing(
     )
     topo = topology(ONE_WAY)
     hook = GroupSyncHook(topo, topo.flows[0], {"bootstrap.servers": "x:1"})
-    assert hook.offer("g", {("east.orders", 0): 1}, (), {}) is None
+    assert hook.offer("g", {("east.orders", 0): 1}, (), {}, {}) is None
 
 
 # -- recreated topics, re-copy passes -------------------------------------------------------------
@@ -474,3 +480,81 @@ def test_would_lose_counts_what_an_earlier_pass_copied_while_a_re_copy_is_behind
     assert row.exposure.would_lose == 200
     assert emission.checkpoint.reason == "recopy-behind"
     assert row.exposure.would_reread == emission.checkpoint.pending > 0
+
+
+# -- group sync retries ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FakeResult:
+    status: str
+
+
+class ScriptedHook:
+    """Stands in for the group sync hook: answers each offer with the next scripted status
+    (``raise`` raises), and records what it was offered."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.offers: list[tuple[str, dict[Any, int], set[Any], dict[Any, SyncOrigin]]] = []
+
+    def offer(
+        self, group: str, offsets: Any, rewound: Any, unknown: Any, origins: Any
+    ) -> FakeResult:
+        self.offers.append((group, dict(offsets), set(rewound), dict(origins)))
+        answer = self.answers.pop(0) if self.answers else "unchanged"
+        if answer == "raise":
+            raise RuntimeError("Consul: connection refused")
+        return FakeResult(answer)
+
+
+def runner_with(
+    hook: ScriptedHook, state: dict[CheckpointKey, Checkpoint] | None = None
+) -> tuple[StreamRunner, FakeReader]:
+    stream, east, west = one_way_setup(state)
+    runner = StreamRunner(
+        stream,
+        east,
+        west,
+        CheckpointMetrics(CollectorRegistry()),
+        hook,
+        resync_s=0.0,  # type: ignore[arg-type]
+    )
+    runner.topic = FakeTopic()
+    return runner, east
+
+
+def test_a_rewind_whose_sync_did_not_go_through_is_offered_again_until_it_does() -> None:
+    """The source group goes back; the first sync is refused, the second fails; the checkpoint
+    does not change any more, yet the group is offered again until the sync settles."""
+    hook = ScriptedHook("synced", "active-here", "raise", "synced")
+    runner, east = runner_with(hook)
+    east.commit("g", "orders", {0: 900})
+    asyncio.run(runner.cycle())  # 900 -> 400, synced
+    east.commit("g", "orders", {0: 600})
+    for _ in range(5):
+        asyncio.run(runner.cycle())
+    to_100 = [offer for offer in hook.offers if offer[1] == {("east.orders", 0): 100}]
+    # refused, failed, synced; then settled: not offered again while nothing changes
+    assert len(to_100) == 3
+    assert [offer[2] for offer in to_100] == [{("east.orders", 0)}, set(), set()]
+    origin = to_100[-1][3][("east.orders", 0)]
+    assert (origin.source_offset, origin.source_topic_id) == (600, EAST_ORDERS)
+    assert len(runner.topic.sent) == 2
+
+
+def test_after_a_restart_every_group_is_offered_once() -> None:
+    """A restarted agent cannot know which syncs failed before: it offers every group it holds
+    checkpoints of in its first cycle, with nothing new to write."""
+    state = {
+        CheckpointKey("g", "east.orders", 0): Checkpoint("orders", 600, 100, "exact"),
+        CheckpointKey("h", "east.orders", 0): Checkpoint("orders", 700, 200, "exact"),
+    }
+    hook = ScriptedHook()
+    runner, east = runner_with(hook, state)
+    east.commit("g", "orders", {0: 600})
+    east.commit("h", "orders", {0: 700})
+    asyncio.run(runner.cycle())
+    asyncio.run(runner.cycle())
+    assert [offer[0] for offer in hook.offers] == ["g", "h"]
+    assert runner.topic.sent == []

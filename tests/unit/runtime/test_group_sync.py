@@ -9,8 +9,10 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from drsvc.adapters.kafka_admin import PartitionError
+from drsvc.adapters.kafka_admin import GroupOffset, PartitionError
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
 from drsvc.runtime.checkpoints.group_sync import (
     GroupOffsetSyncer,
@@ -18,6 +20,7 @@ from drsvc.runtime.checkpoints.group_sync import (
     decide_partition,
     parse_active_value,
 )
+from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin, encode_origin
 from drsvc.topology.models import Application, Flow, Topology
 
 Partition = tuple[str, int]
@@ -30,22 +33,25 @@ class FakeTarget:
 
     def __init__(self, earliest: Mapping[Partition, int] | None = None) -> None:
         self.offsets: dict[str, dict[Partition, int]] = {}
+        self.metadata: dict[str, dict[Partition, str]] = {}
         self.log_start = dict(earliest or {})
         self.members: dict[str, int] = {}
         self.refuse_with: dict[Partition, str] = {}
         self.calls: list[str] = []
 
-    def committed(self, group: str, partitions: Collection[Partition]) -> dict[Partition, int]:
+    def committed(
+        self, group: str, partitions: Collection[Partition]
+    ) -> dict[Partition, GroupOffset]:
         self.calls.append("committed")
-        known = self.offsets.get(group, {})
-        return {tp: known[tp] for tp in partitions if tp in known}
+        known, notes = self.offsets.get(group, {}), self.metadata.get(group, {})
+        return {tp: GroupOffset(known[tp], notes.get(tp, "")) for tp in partitions if tp in known}
 
     def earliest(self, partitions: Collection[Partition]) -> dict[Partition, int]:
         self.calls.append("earliest")
         return {tp: self.log_start[tp] for tp in partitions if tp in self.log_start}
 
     def alter(
-        self, group: str, offsets: Mapping[Partition, int]
+        self, group: str, offsets: Mapping[Partition, int], metadata: Mapping[Partition, str]
     ) -> dict[Partition, PartitionError | None]:
         self.calls.append("alter")
         if self.members.get(group):
@@ -56,6 +62,7 @@ class FakeTarget:
                 answers[tp] = PartitionError(self.refuse_with[tp], "refused")
             else:
                 self.offsets.setdefault(group, {})[tp] = offset
+                self.metadata.setdefault(group, {})[tp] = metadata.get(tp, "")
                 answers[tp] = None
         return answers
 
@@ -159,20 +166,142 @@ def test_an_unreadable_value_says_why() -> None:
 # -- one partition --------------------------------------------------------------------------------
 
 
+S_ID, S_NEW = b"s" * 16, b"S" * 16  # orders on east, and after it was recreated
+T_ID, T_NEW = b"t" * 16, b"T" * 16  # east.orders on west, and after it was recreated
+
+
+def origin(
+    source_offset: int,
+    source_id: bytes | None = S_ID,
+    target_id: bytes | None = T_ID,
+    flow: str = "east->west",
+    topic: str = "orders",
+) -> SyncOrigin:
+    return SyncOrigin(flow, topic, source_offset, source_id, target_id)
+
+
 @pytest.mark.parametrize(
-    ("wanted", "committed", "rewound", "decision"),
+    ("wanted", "committed", "rewound", "mine", "theirs", "decision"),
     [
-        (5, None, False, "commit"),
-        (5, 3, False, "commit"),
-        (5, 5, False, "unchanged"),
-        (5, 5, True, "unchanged"),
-        (3, 5, False, "skipped-backwards"),
-        (3, 5, True, "commit"),
-        (0, 5, True, "commit"),
+        # no origins at all: as before
+        (5, None, False, None, None, "commit"),
+        (5, 3, False, None, None, "commit"),
+        (5, 5, False, None, None, "unchanged"),
+        (5, 5, True, None, None, "unchanged"),
+        (3, 5, False, None, None, "skipped-backwards"),
+        (3, 5, True, None, None, "commit"),
+        (0, 5, True, None, None, "commit"),
+        # forward is always fine
+        (7, 5, False, origin(70), origin(50), "commit"),
+        (7, 5, False, origin(70), None, "commit"),
+        # the same offset: recorded once with its origin, then left alone
+        (5, 5, False, origin(50), None, "record-origin"),
+        (5, 5, False, origin(50), origin(52), "record-origin"),
+        (5, 5, False, origin(50), origin(50), "unchanged"),
+        # committed by the sync from a source position ahead of the wanted one: the source group
+        # went back since, in whatever round, so the target follows
+        (3, 5, False, origin(30), origin(50), "commit"),
+        # ... but not from one at or behind it (the target group went ahead by other means)
+        (3, 5, False, origin(50), origin(50), "skipped-backwards"),
+        (3, 5, False, origin(60), origin(50), "skipped-backwards"),
+        # a commit not written by the sync is only moved back when this round saw the rewind
+        (3, 5, False, origin(30), None, "skipped-backwards"),
+        (3, 5, True, origin(30), None, "commit"),
+        # another incarnation of the target topic (recreated, copied again from the start)
+        (3, 5, False, origin(50, target_id=T_NEW), origin(50), "commit"),
+        # another incarnation of the source topic (its offsets started again)
+        (3, 5, False, origin(90, source_id=S_NEW), origin(50), "commit"),
+        # ids unknown on one side: offsets decide
+        (3, 5, False, origin(50, None, None), origin(50), "skipped-backwards"),
+        (3, 5, False, origin(30, None, None), origin(50), "commit"),
+        # translated from something else: not comparable, never backwards
+        (3, 5, False, origin(30), origin(50, flow="south->west"), "skipped-backwards"),
+        (3, 5, False, origin(30), origin(50, topic="other"), "skipped-backwards"),
+        # no origin for the wanted offset: nothing to compare with
+        (3, 5, False, None, origin(50), "skipped-backwards"),
     ],
 )
-def test_decide_partition(wanted: int, committed: int | None, rewound: bool, decision: str) -> None:
-    assert decide_partition(wanted, committed, rewound) == decision
+def test_decide_partition(
+    wanted: int,
+    committed: int | None,
+    rewound: bool,
+    mine: SyncOrigin | None,
+    theirs: SyncOrigin | None,
+    decision: str,
+) -> None:
+    assert decide_partition(wanted, committed, rewound, mine, theirs).action == decision
+
+
+def test_a_move_back_says_why() -> None:
+    assert decide_partition(3, 5, False, origin(30), origin(50)).why == (
+        "moved back: the source group went back (from 50 to 30) since the target's commit"
+    )
+    assert decide_partition(3, 5, False, origin(50, target_id=T_NEW), origin(50)).why == (
+        "moved back: the target topic was recreated since the target's commit"
+    )
+    assert "committed by someone else" in decide_partition(3, 5, False, origin(30), None).why
+
+
+@given(
+    st.integers(0, 100),
+    st.integers(0, 100),
+    st.integers(0, 100),
+    st.integers(0, 100),
+    st.booleans(),
+)
+def test_within_one_incarnation_only_a_source_rewind_moves_a_group_back(
+    wanted: int, committed: int, source_now: int, source_then: int, rewound: bool
+) -> None:
+    """Same topics, same ids: a lower offset is committed exactly when the source group went back
+    since the target's commit, or this round says it rewound."""
+    decision = decide_partition(wanted, committed, rewound, origin(source_now), origin(source_then))
+    if wanted < committed:
+        went_back = rewound or source_then > source_now
+        assert (decision.action == "commit") == went_back
+        assert decision.action in ("commit", "skipped-backwards")
+    elif wanted > committed:
+        assert decision.action == "commit"
+    else:
+        assert decision.action == ("unchanged" if source_now == source_then else "record-origin")
+
+
+# -- the origin recorded with each commit ---------------------------------------------------------
+
+
+def test_origins_round_trip_through_commit_metadata() -> None:
+    for value in (origin(7), origin(0, None, None), origin(1 << 62, S_NEW, T_NEW, "a->b", "é")):
+        text = encode_origin(value)
+        assert len(text.encode()) < 4096
+        assert decode_origin(text) == value
+    assert json.loads(encode_origin(origin(7))) == {
+        "drsvc-group-sync": 1,
+        "flow": "east->west",
+        "source_topic": "orders",
+        "source_offset": 7,
+        "source_topic_id": "73" * 16,
+        "target_topic_id": "74" * 16,
+    }
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        None,
+        "",
+        "m1",
+        "{not json",
+        "[1]",
+        '{"flow": "east->west", "source_topic": "orders", "source_offset": 1}',
+        '{"drsvc-group-sync": 2, "flow": "east->west", "source_topic": "o", "source_offset": 1}',
+        '{"drsvc-group-sync": 1, "flow": "east->west", "source_topic": "o", "source_offset": -1}',
+        '{"drsvc-group-sync": 1, "flow": "east->west", "source_topic": "o", "source_offset": true}',
+        '{"drsvc-group-sync": 1, "flow": 3, "source_topic": "o", "source_offset": 1}',
+        '{"drsvc-group-sync": 1, "flow": "e->w", "source_topic": "o", "source_offset": 1,'
+        ' "source_topic_id": "zz"}',
+    ],
+)
+def test_metadata_that_is_not_a_known_origin_reads_as_none(metadata: str | None) -> None:
+    assert decode_origin(metadata) is None
 
 
 # -- which groups are synced ----------------------------------------------------------------------
@@ -289,6 +418,54 @@ def test_never_backwards_unless_rewound() -> None:
     assert rewound.actions() == {T0: "synced", T1: "unchanged"}
     assert rewound.partitions[0].detail == "moved back: the source group rewound"
     assert target.offsets["orders-consumer"] == {T0: 5, T1: 8}
+
+
+def test_commits_record_their_origin_and_a_later_rewind_is_followed_whatever_happened_between() -> (
+    None
+):
+    """The source group went back from 50 to 30 while the sync could not run (members on the
+    target); later calls do not say "rewound", yet the target follows: its commit says it was
+    translated from 50."""
+    sync, target = syncer()
+    first = sync.sync("orders-consumer", {T0: 5}, origins={T0: origin(50)})
+    assert first.actions() == {T0: "synced"}
+    assert decode_origin(target.metadata["orders-consumer"][T0]) == origin(50)
+
+    target.members["orders-consumer"] = 1
+    refused = sync.sync("orders-consumer", {T0: 3}, rewound=[T0], origins={T0: origin(30)})
+    assert refused.status == "active-here"
+    target.members["orders-consumer"] = 0
+
+    later = sync.sync("orders-consumer", {T0: 3}, origins={T0: origin(30)})
+    assert later.actions() == {T0: "synced"}
+    assert later.partitions[0].detail == (
+        "moved back: the source group went back (from 50 to 30) since the target's commit"
+    )
+    assert target.offsets["orders-consumer"] == {T0: 3}
+    assert decode_origin(target.metadata["orders-consumer"][T0]) == origin(30)
+    # Once there, nothing moves it back again without a new rewind.
+    assert sync.sync("orders-consumer", {T0: 3}, origins={T0: origin(30)}).status == "unchanged"
+
+
+def test_an_offset_already_there_gets_its_origin_recorded_once() -> None:
+    sync, target = syncer()
+    target.offsets["orders-consumer"] = {T0: 5}  # committed by a consumer on the target
+    first = sync.sync("orders-consumer", {T0: 5}, origins={T0: origin(50)})
+    assert (first.status, first.actions()) == ("unchanged", {T0: "unchanged"})
+    assert first.partitions[0].detail == "its origin recorded"
+    assert decode_origin(target.metadata["orders-consumer"][T0]) == origin(50)
+    target.calls.clear()
+    sync.sync("orders-consumer", {T0: 5}, origins={T0: origin(50)})
+    assert target.calls == ["committed"]
+
+
+def test_a_consumers_own_commit_ahead_is_kept_without_a_rewind_this_round() -> None:
+    sync, target = syncer()
+    target.offsets["orders-consumer"] = {T0: 8}
+    target.metadata["orders-consumer"] = {T0: "consumer's own"}
+    result = sync.sync("orders-consumer", {T0: 5}, origins={T0: origin(50)})
+    assert result.actions() == {T0: "skipped-backwards"}
+    assert "committed by someone else" in result.partitions[0].detail
 
 
 def test_a_group_with_members_is_refused_by_the_broker_and_left_alone() -> None:
