@@ -70,7 +70,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from failover.offset_syncs import TOPIC_ID_SIZE, OffsetSync, TopicPartition
+from failover.offset_syncs import TOPIC_ID_SIZE, OffsetSync, Segment, TopicPartition
 from failover.translation import (
     BEFORE_SYNCS,
     LOG_TRUNCATED,
@@ -95,6 +95,7 @@ SNAPSHOT_VERSION = 1
 
 _EXACT = Reason.EXACT
 _AHEAD = Reason.AHEAD_OF_SYNCS
+_BEHIND = Reason.RECOPY_BEHIND
 _GAP = Reason.REPLICATION_GAP
 _VECTOR_MIN = 64  # below this many offsets, batch translation loops over single ones
 # Builds a Translation without going through the named tuple's Python-level __new__ (hot path).
@@ -179,8 +180,11 @@ class _History:
         seg_src, seg_tgt, seg_cnt = self.seg_src, self.seg_tgt, self.seg_cnt
         n = len(seg_src)
         if segments and n and segments[0].target_offset < seg_tgt[-1] + seg_cnt[-1]:
-            self._check_duplicate(sync)
-            return False
+            beyond = self._beyond_indexed(sync)
+            if beyond is None:
+                return False
+            sync = beyond
+            segments = sync.segments
         begin, end = sync.source_begin, sync.source_end
         ch_end = self.ch_end
         continues = bool(ch_end) and begin == ch_end[-1]
@@ -233,14 +237,26 @@ class _History:
         cs_src.append(source)
         cs_chain.append(chain)
 
-    def _check_duplicate(self, sync: OffsetSync) -> None:
-        """Accept a sync whose copies are all indexed already; otherwise raise."""
+    def _beyond_indexed(self, sync: OffsetSync) -> OffsetSync | None:
+        """The part of ``sync`` past the indexed copies, or None when it adds nothing.
+
+        Its copies at target offsets already indexed must be exactly the indexed ones (a sync
+        delivered twice, or syncs rebuilt after a crash for copies whose syncs had in fact been
+        written); anything else there raises :class:`SyncConflictError`. The rest is returned as
+        a run of its own that starts right after the last indexed copy it repeats, continuing the
+        current chain when that copy is the last one indexed.
+        """
         seg_src, seg_tgt, seg_cnt = self.seg_src, self.seg_tgt, self.seg_cnt
         known_end = seg_tgt[-1] + seg_cnt[-1]
         where = f"{self.tp.topic}-{self.tp.partition}"
+        tail: list[Segment] = []
+        last_repeated: tuple[int, int] | None = None  # (source, target) of the last repeat
         for first_source, first_target, length in sync.segments:
             source, target, count = first_source, first_target, length
             while count:
+                if target >= known_end:
+                    tail.append(Segment(source, target, count))
+                    break
                 if target < seg_tgt[0]:
                     if not self.dropped:
                         raise SyncConflictError(
@@ -248,29 +264,44 @@ class _History:
                             f"first indexed copy (target {seg_tgt[0]}): syncs arrived out of order"
                         )
                     step = min(count, seg_tgt[0] - target)  # trimmed away: nothing to compare
-                elif target >= known_end:
-                    raise SyncConflictError(
-                        f"offset sync for {where} overlaps the indexed copies (which end at target "
-                        f"{known_end}) and extends past them: syncs arrived out of order, or two "
-                        "writers share the target partition"
-                    )
                 else:
                     k = bisect_right(seg_tgt, target) - 1
                     offset = target - seg_tgt[k]
                     if offset >= seg_cnt[k] or seg_src[k] + offset != source:
                         indexed = (
-                            f"source {seg_src[k] + offset}" if offset < seg_cnt[k] else "no copy"
+                            f"source {seg_src[k] + offset}"
+                            if offset < seg_cnt[k]
+                            else "no copy there"
                         )
                         raise SyncConflictError(
                             f"offset sync for {where} maps source {source} to target {target}, but "
-                            f"the index holds {indexed} there: syncs arrived out of order, two "
-                            "writers share the target partition, or it was recreated without a "
-                            "new topic id"
+                            f"the index holds {indexed}: syncs arrived out of order, two writers "
+                            "share the target partition, or it was recreated without a new topic id"
                         )
                     step = min(count, seg_cnt[k] - offset)
+                last_repeated = (source + step - 1, target + step - 1)
                 source += step
                 target += step
                 count -= step
+        if not tail:
+            return None
+        if last_repeated is None:
+            begin = sync.source_begin
+        else:
+            begin = max(sync.source_begin, last_repeated[0] + 1)
+            frontier = self.ch_end[-1]
+            if last_repeated[1] == known_end - 1 and begin <= frontier <= tail[0].source_offset:
+                begin = frontier  # it repeats the newest copies: the chain goes on
+        return OffsetSync(
+            sync.topic,
+            sync.partition,
+            sync.source_topic_id,
+            sync.target_topic_id,
+            sync.leader_epoch,
+            begin,
+            sync.source_end,
+            tuple(tail),
+        )
 
     def _note_epoch(self, epoch: int, start: int) -> None:
         epochs, starts = self.ep_epoch, self.ep_start
@@ -318,18 +349,78 @@ class _History:
             p = self.seg_tgt[0]
             chain = 0
         frontier = self.ch_end[-1]
+        jumps = self.jumps
+        # Only a pass behind an earlier one, or a forward jump after the consumed copy, can leave
+        # the newest copy of an unread record before p (see _recopy_behind).
+        if c < self.max_end and (frontier < self.max_end or (jumps and jumps[-1] > chain)):
+            behind = self._recopy_behind(c, p)
+            if behind is not None:
+                return behind
         if c > frontier:
             return Translation(p, _AHEAD, c - frontier)
-        jumps = self.jumps
         if jumps and jumps[-1] > chain:
             missing = self._uncovered(range(chain, len(self.ch_end)), c, frontier, None)
             if missing:
                 return Translation(p, _GAP, missing)
         return _make(Translation, (p, _EXACT, 0))
 
+    def _recopy_behind(self, c: int, p: int) -> Translation | None:
+        """The answer for ``c`` while the newest pass is behind an earlier one, if it differs.
+
+        A re-copy pass (after a worker restart or a lost sync) starts below where an earlier pass
+        had got to. Until it catches up, records the earlier pass copied past its frontier are on
+        the target only *before* the re-copy's copies. Right after the newest copy of a consumed
+        record (``p``) a consumer would never read them, and if the source were lost now they
+        would be skipped. So when some record at or after ``c`` has its newest copy before ``p``,
+        the answer is the earliest newest copy of such a record, ``u``: nothing on the target is
+        skipped, and the copies of consumed records at or after ``u`` are read again (counted as
+        pending). None when no such record exists (the usual answer is then right).
+        """
+        u = self._first_newest_copy_from(c)
+        if u is None or u >= p:
+            return None
+        return Translation(u, _BEHIND, self._copies_below(c, u))
+
+    def _first_newest_copy_from(self, c: int) -> int | None:
+        """The lowest target offset holding the newest copy of a record at or after ``c``."""
+        ch_begin, ch_end, ch_seg = self.ch_begin, self.ch_end, self.ch_seg
+        seg_src, seg_tgt, seg_cnt = self.seg_src, self.seg_tgt, self.seg_cnt
+        n_seg = len(seg_src)
+        best: int | None = None
+        newer: list[tuple[int, int]] = []  # source ranges read by newer chains, merged, sorted
+        for chain in range(len(ch_end) - 1, -1, -1):
+            low, high = max(ch_begin[chain], c), ch_end[chain]
+            first, last = ch_seg[chain], ch_seg[chain + 1] if chain + 1 < len(ch_seg) else n_seg
+            for part_low, part_high in _subtract((low, high), newer):
+                # The chain's first copy of a record in [part_low, part_high), if any.
+                k = bisect_right(seg_src, part_low, first, last) - 1
+                if k < first or seg_src[k] + seg_cnt[k] <= part_low:
+                    k += 1
+                if k >= last or seg_src[k] >= part_high:
+                    continue
+                target = seg_tgt[k] + max(0, part_low - seg_src[k])
+                if best is None or target < best:
+                    best = target
+            newer = _merge([*newer, (ch_begin[chain], ch_end[chain])])
+            if newer and newer[0][0] <= c and newer[0][1] >= self.max_end:
+                break  # newer chains hold the newest copy of everything from c on
+        return best
+
+    def _copies_below(self, c: int, u: int) -> int:
+        """How many copies at target offsets from ``u`` on are of records before ``c``."""
+        seg_src, seg_tgt, seg_cnt = self.seg_src, self.seg_tgt, self.seg_cnt
+        total = 0
+        for k in range(max(0, bisect_right(seg_tgt, u) - 1), len(seg_src)):
+            skip = max(0, u - seg_tgt[k])
+            low, high = seg_src[k] + skip, seg_src[k] + seg_cnt[k]
+            if low < high:
+                total += max(0, min(high, c) - low)
+        return total
+
     def downstream_batch(self, offsets: list[int]) -> TranslationBatch:
         """:meth:`downstream` for many offsets (no epoch check), vectorised with numpy."""
-        if len(offsets) < _VECTOR_MIN or not self.seg_src:
+        behind = self.ch_end[-1] < self.max_end if self.ch_end else False
+        if len(offsets) < _VECTOR_MIN or not self.seg_src or behind:
             return TranslationBatch.of([self.downstream(c, None) for c in offsets])
         import numpy as np  # noqa: PLC0415 - only batches need it; keep importing this module cheap
 
@@ -367,6 +458,7 @@ class _History:
         if self.jumps:  # a forward jump after the chain: check those offsets one by one
             for i in np.flatnonzero(~unknown & ~ahead & (chain < self.jumps[-1])).tolist():
                 single = self.downstream(offsets[i], None)
+                result.offsets[i] = -1 if single.offset is None else single.offset
                 result.reasons[i] = single.reason
                 result.pending[i] = single.pending
         return result
@@ -422,6 +514,12 @@ class _History:
         ch_seg = self.ch_seg
         hi = ch_seg[chain + 1] if chain + 1 < len(ch_seg) else len(self.seg_src)
         k = bisect_left(self.seg_src, source_offset, ch_seg[chain], hi) - 1
+        if k > 0 and (self.ch_end[-1] < self.max_end or self.jumps):
+            newest = self._first_newest_copy_from(source_offset)
+            if newest is not None and newest < self.seg_tgt[k]:
+                # An earlier pass still holds the newest copy of a record at or above the trim
+                # point (a re-copy is behind it): keep every segment until that has changed.
+                return 0
         if k > 0:
             self.seg_src = self.seg_src[k:]
             self.seg_tgt = self.seg_tgt[k:]
@@ -462,6 +560,38 @@ class _History:
         return sum(sys.getsizeof(column) for column in self.columns()) + sum(
             sys.getsizeof(values) for values in lists
         )
+
+
+def _subtract(span: tuple[int, int], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``[low, high)`` outside the sorted, disjoint ranges ``taken``."""
+    low, high = span
+    parts = []
+    for begin, end in taken:
+        if end <= low:
+            continue
+        if begin >= high:
+            break
+        if begin > low:
+            parts.append((low, begin))
+        low = max(low, end)
+        if low >= high:
+            return parts
+    if low < high:
+        parts.append((low, high))
+    return parts
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint ranges covering the same positions as ``spans``."""
+    merged: list[tuple[int, int]] = []
+    for begin, end in sorted(spans):
+        if begin >= end:
+            continue
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((begin, end))
+    return merged
 
 
 class _Generations:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from failover.copy_progress import standalone_syncs
 from failover.offset_index import (
     IndexSnapshotError,
     OffsetIndex,
@@ -154,6 +155,16 @@ def model_downstream(h: History, c: int, floor: int) -> Translation:
         p, first_run = h.copies[0][1], 0
     else:
         return BEFORE
+    newest: dict[int, int] = {}  # record -> target offset of its newest copy
+    for s, t, _ in h.copies:
+        newest[s] = max(t, newest.get(s, t))
+    unread_on_target = [t for s, t in newest.items() if s >= c]
+    if unread_on_target and min(unread_on_target) < p:
+        # A re-copy pass is behind an earlier one: start where nothing on the target is skipped.
+        u = min(unread_on_target)
+        return Translation(
+            u, Reason.RECOPY_BEHIND, sum(1 for s, t, _ in h.copies if t >= u > -1 and s < c)
+        )
     frontier = h.runs[-1].end
     if c > frontier:
         return Translation(p, Reason.AHEAD_OF_SYNCS, c - frontier)
@@ -186,6 +197,11 @@ def assert_downstream_semantics(h: History, c: int, result: Translation) -> None
     if result.offset is None:
         return
     after = [s for s, t, _ in h.copies if t >= result.offset]
+    on_target = {s for s, _, _ in h.copies if s >= c}
+    assert on_target <= set(after), f"skips records {sorted(on_target - set(after))} on the target"
+    if result.reason is Reason.RECOPY_BEHIND:
+        assert sum(1 for s in after if s < c) == result.pending
+        return
     assert all(s >= c for s in after), f"re-reads a record below {c}"
     if result.exact:
         frontier = h.runs[-1].end
@@ -401,7 +417,13 @@ def test_a_gap_filled_by_a_later_pass_counts_only_as_far_as_the_consumer_read() 
     # a target consumer that read up to the copy of 15 never saw 16-19
     assert index.translate_upstream(TP, 36) == Translation(40, Reason.REPLICATION_GAP, 4)
     assert index.translate_upstream(TP, 40) == Translation(40, Reason.EXACT)
-    assert index.translate_downstream(TP, 16) == Translation(36, Reason.EXACT)
+    # the re-copy has not reached 30-39 yet: those are on the target only in the earlier pass, so
+    # a source consumer at 16 starts there and reads the re-copies of 10-15 again
+    assert index.translate_downstream(TP, 16) == Translation(20, Reason.RECOPY_BEHIND, 6)
+    caught_up = index_of(
+        run_sync(0, 10, (0, 0, 10)), run_sync(20, 40, (20, 10, 20)), run_sync(10, 40, (10, 30, 30))
+    )
+    assert caught_up.translate_downstream(TP, 16) == Translation(36, Reason.EXACT)
 
 
 def test_trimming_keeps_older_passes_that_still_cover_retained_positions() -> None:
@@ -411,12 +433,18 @@ def test_trimming_keeps_older_passes_that_still_cover_retained_positions() -> No
         run_sync(200, 210, (200, 105, 10)),  # a jump: 100-199 were never copied
         run_sync(20, 25, (20, 115, 5)),  # a restart at 20
     )
-    assert index.trim_before(TP, 22) == 3
-
-    # read: 0-99, 5-9, 200-209, 20-22; the first pass still vouches for 23-99, nothing for 100-199
-    assert index.translate_upstream(TP, 118) == Translation(210, Reason.REPLICATION_GAP, 100)
-    assert index.translate_downstream(TP, 22) == Translation(117, Reason.EXACT)
+    # the restart at 20 is behind the first pass: 25-99 are on the target only there
+    assert index.trim_before(TP, 22) == 0
+    assert index.translate_downstream(TP, 22) == Translation(25, Reason.RECOPY_BEHIND, 7)
     assert index.translate_downstream(TP, 21) == BEFORE
+
+    # the restart catches up with every earlier pass
+    index.apply(run_sync(25, 210, (25, 120, 75), (200, 195, 10)))
+    assert index.trim_before(TP, 23) == 3
+    # read: 0-99, 5-9, 200-209, 20-23; the first pass still vouches for 24-99, nothing for 100-199
+    assert index.translate_upstream(TP, 119) == Translation(210, Reason.REPLICATION_GAP, 100)
+    assert index.translate_downstream(TP, 23) == Translation(118, Reason.EXACT)
+    assert index.translate_downstream(TP, 22) == BEFORE
 
 
 def test_syncs_of_another_topic_incarnation_are_never_used() -> None:
@@ -535,7 +563,7 @@ def test_a_duplicate_sync_is_ignored() -> None:
     [
         (run_sync(5, 10, (5, 6, 4)), "maps source 5 to target 6, but the index holds source 6"),
         (run_sync(10, 11, (10, 10, 1)), "holds no copy there"),
-        (run_sync(15, 25, (15, 16, 10)), "extends past them"),
+        (run_sync(15, 25, (15, 17, 10)), "maps source 15 to target 17"),
     ],
 )
 def test_a_contradicting_sync_is_refused_and_changes_nothing(
@@ -623,3 +651,110 @@ def test_the_documented_worked_example() -> None:
     assert index.translate_downstream(TP, 1010) == Translation(5007, Reason.AHEAD_OF_SYNCS, 1)
     upstream = [index.translate_upstream(TP, t).offset for t in (5003, 5006, 5007)]
     assert upstream == [1003, 1007, 1008]
+
+
+# -- crashes: syncs rebuilt from the target -----------------------------------------------------
+
+
+def simulate_crashes(readable: list[bool], steps: list[tuple[int, int, int, int]]) -> History:
+    """A worker that copies batches and is killed now and then, as the replicator is.
+
+    Each step copies ``batches`` batches of up to ``size`` records, then the worker dies: the syncs
+    of its last ``unsynced`` runs were never written, and the source progress it had committed is
+    the start of its run ``committed_back`` runs from the end. The next worker rebuilds syncs for
+    every copy on the target of a source offset at or after that position, in target order (the
+    repair scan), then copies again from there.
+    """
+    history = History(readable)
+    size = len(readable)
+    position = target = 0
+    sync_runs: list[int] = []  # the run each sync of history.syncs describes (-1: rebuilt)
+    for batches, batch_size, unsynced, committed_back in steps:
+        first_run = len(history.runs)
+        for _ in range(batches):
+            read = [x for x in range(position, size) if readable[x]][:batch_size]
+            end = read[-1] + 1 if read else position
+            builder = SyncBuilder(
+                TP, source_topic_id=SOURCE_ID, target_topic_id=TARGET_ID, source_begin=position
+            )
+            run = Run(position, end, [])
+            for source in read:
+                builder.add(source, target)
+                run.copies.append((source, target))
+                history.copies.append((source, target, len(history.runs)))
+                target += 1
+            target += 1  # a gap on the target between batches
+            for sync in builder.build(end):
+                history.syncs.append((sync, True))
+                sync_runs.append(len(history.runs))
+            history.runs.append(run)
+            position = end
+        runs_now = len(history.runs) - first_run
+        if not runs_now:
+            continue
+        lost_from = len(history.runs) - min(unsynced, runs_now)
+        kept = [i for i, run in enumerate(sync_runs) if run < lost_from]
+        history.syncs = [history.syncs[i] for i in kept]
+        sync_runs = [sync_runs[i] for i in kept]
+        # progress is committed only at the end of runs whose syncs were written
+        back = max(first_run, len(history.runs) - 1 - committed_back)
+        committed = (
+            history.runs[min(back, lost_from)].begin
+            if lost_from < len(history.runs)
+            else (history.runs[back].begin)
+        )
+        known_end = max(
+            (s.segments[-1].target_end for s, _ in history.syncs if s.segments), default=0
+        )
+        rebuilt = [(s, t) for s, t, _ in history.copies if s >= committed]
+        for sync in standalone_syncs(TP, SOURCE_ID, TARGET_ID, rebuilt):
+            adds = sync.segments[-1].target_end > known_end
+            known_end = max(known_end, sync.segments[-1].target_end)
+            history.syncs.append((sync, adds))
+            sync_runs.append(-1)
+        position = committed
+    history.target_end = target
+    return history
+
+
+crash_steps = st.lists(
+    st.tuples(st.integers(1, 4), st.integers(1, 5), st.integers(0, 3), st.integers(0, 3)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@MODEL_SETTINGS
+@given(st.lists(st.sampled_from([True, True, True, False]), min_size=1, max_size=60), crash_steps)
+def test_syncs_rebuilt_after_crashes_never_conflict_and_answers_never_skip(
+    readable: list[bool], steps: list[tuple[int, int, int, int]]
+) -> None:
+    h = simulate_crashes(readable, steps)
+    index = build(h)  # no SyncConflictError: a rebuilt sync may repeat written ones
+    if not h.copies:
+        return
+    for c in range(0, len(readable) + 2):
+        assert_downstream_semantics(h, c, index.translate_downstream(TP, c))
+
+
+def test_a_sync_rebuilt_after_a_crash_repeats_written_copies_and_extends_them() -> None:
+    # syncs written for copies 0-9; the worker died after copying 10-14 (no sync) with source
+    # progress committed at 5; the next one rebuilt syncs for 5-14 from the target
+    index = index_of(run_sync(0, 10, (0, 0, 10)), run_sync(5, 15, (5, 5, 10)))
+    assert index.replicated_end(TP) == 15
+    assert index.translate_downstream(TP, 15) == Translation(15, Reason.EXACT)
+    # it copies again from 5: until that pass reaches 15, 10-14 are only in the first pass
+    index.apply(run_sync(5, 8, (5, 16, 3)))
+    assert index.translate_downstream(TP, 8) == Translation(8, Reason.RECOPY_BEHIND, 3)
+    assert index.translate_downstream(TP, 12) == Translation(12, Reason.RECOPY_BEHIND, 3)
+    assert index.translate_downstream(TP, 15) == Translation(19, Reason.AHEAD_OF_SYNCS, 7)
+    index.apply(run_sync(8, 15, (8, 19, 7)))
+    assert index.translate_downstream(TP, 12) == Translation(23, Reason.EXACT)
+    assert index.translate_downstream(TP, 15) == Translation(26, Reason.EXACT)
+
+
+def test_a_rebuilt_sync_over_a_lost_one_is_still_a_conflict() -> None:
+    # the sync of 10-19 was lost, that of 20-29 written; a rebuild cannot slot copies in between
+    index = index_of(run_sync(0, 10, (0, 0, 10)), run_sync(20, 30, (20, 20, 10)))
+    with pytest.raises(SyncConflictError, match="holds no copy there"):
+        index.apply(run_sync(10, 30, (10, 10, 20)))
