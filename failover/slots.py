@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 
 from failover.errors import PolicyError
+from failover.keepalive import LastCopy
 
 DEFAULT_SLOTS = 8
 MAX_SLOTS = 1024
@@ -69,25 +71,30 @@ PROGRESS_FORMAT_VERSION = 1
 @dataclass(frozen=True)
 class SlotProgress:
     """What a slot's transaction commits per source partition, beside the copies and their syncs:
-    the next source offset to copy and the source topic's id (a recreated topic starts over).
+    the next source offset to copy and the source topic's id (a recreated topic starts over), and
+    the partition's last copy (so a restarted worker can keep the partition's syncs alive, see
+    :mod:`failover.keepalive`).
 
     It is stored as the metadata of the progress group's offset commit on the target, keyed by the
     remote topic and partition; the committed offset itself is the next target offset, so Kafka's
-    consumer-group tools show a meaningful position on the remote topic.
+    consumer-group tools show a meaningful position on the remote topic. ``last`` is optional
+    (readers of version 1 that predate it ignore it; progress without it has no known last copy).
     """
 
     next_source_offset: int
     source_topic_id: bytes
+    last_copy: LastCopy | None = None
 
     def encode(self) -> str:
-        return json.dumps(
-            {
-                "v": PROGRESS_FORMAT_VERSION,
-                "next": self.next_source_offset,
-                "source_topic_id": self.source_topic_id.hex(),
-            },
-            separators=(",", ":"),
-        )
+        document: dict[str, object] = {
+            "v": PROGRESS_FORMAT_VERSION,
+            "next": self.next_source_offset,
+            "source_topic_id": self.source_topic_id.hex(),
+        }
+        copy = self.last_copy
+        if copy is not None:
+            document["last"] = [copy.source_offset, copy.target_offset, copy.leader_epoch]
+        return json.dumps(document, separators=(",", ":"))
 
     @staticmethod
     def decode(metadata: str) -> SlotProgress:
@@ -109,6 +116,104 @@ class SlotProgress:
         if not isinstance(next_offset, int) or next_offset < 0 or not isinstance(topic_id, str):
             raise PolicyError(f"slot progress is incomplete: {metadata[:120]!r}")
         try:
-            return SlotProgress(next_offset, bytes.fromhex(topic_id))
+            source_topic_id = bytes.fromhex(topic_id)
         except ValueError as err:
             raise PolicyError(f"slot progress has a malformed topic id: {topic_id!r}") from err
+        return SlotProgress(next_offset, source_topic_id, _last_copy(document.get("last")))
+
+
+def _last_copy(value: object) -> LastCopy | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+        or value[0] < 0
+        or value[1] < 0
+        or value[2] < -1
+    ):
+        raise PolicyError(f"slot progress has a malformed last copy: {value!r}")
+    return LastCopy(value[0], value[1], value[2])
+
+
+class SlotFailure(Enum):
+    """Why a slot's transaction failed, as far as it decides when to take the slot again."""
+
+    #: another worker owns the slot now (it fenced us by initialising the transactional id)
+    TAKEN_OVER = "taken over by another worker"
+    #: the coordinator aborted our transaction for exceeding transaction.timeout.ms (and fenced
+    #: our producer epoch doing so); the slot is still ours
+    TRANSACTION_TIMED_OUT = "transaction timed out on the coordinator"
+    #: anything else (a delivery failed, a broker was unreachable, a flush took too long)
+    FAILED = "failed"
+
+
+def classify_failure(
+    *,
+    fenced: bool,
+    transaction_age_s: float | None,
+    transaction_timeout_s: float,
+    still_assigned: bool | None,
+) -> SlotFailure:
+    """Tell a takeover from a coordinator-side timeout. Both reach the old producer as the same
+    errors (INVALID_PRODUCER_EPOCH on produce, then librdkafka's fatal _FENCED; PRODUCER_FENCED on
+    the coordinator's requests): a timed-out transaction is aborted by bumping the epoch, exactly
+    as a new owner's initialisation does. So the evidence is elsewhere:
+
+    * the coordinator only times out a transaction open at least ``transaction_timeout_s`` (it
+      starts counting after we opened it, so our ``transaction_age_s`` is never shorter);
+    * a new owner only initialises the slot after the membership group assigned it the slot, so
+      a group that still assigns the slot to us (``still_assigned``, asked of the group
+      coordinator, not our possibly stale view) rules a takeover out.
+
+    Unknown evidence (None) counts as a takeover: retaking too soon would fence the real owner.
+    """
+    if not fenced:
+        return SlotFailure.FAILED
+    if (
+        still_assigned is True
+        and transaction_age_s is not None
+        and transaction_age_s >= transaction_timeout_s
+    ):
+        return SlotFailure.TRANSACTION_TIMED_OUT
+    return SlotFailure.TAKEN_OVER
+
+
+@dataclass
+class RetakeBackoff:
+    """When to take a failed slot again, per slot (pure: the caller passes the time).
+
+    A takeover waits ``taken_over_s`` (a worker that was paused learns meanwhile that it lost the
+    slot, instead of fencing the new owner). A coordinator timeout retakes promptly: the slot is
+    ours and waiting only lets the backlog grow; the delay starts at ``timeout_first_s`` and
+    doubles with every failure in a row up to ``timeout_max_s``. Other failures back off from
+    ``failed_first_s`` up to ``failed_max_s``. A committed transaction resets the count.
+    """
+
+    taken_over_s: float = 15.0
+    timeout_first_s: float = 0.1
+    timeout_max_s: float = 5.0
+    failed_first_s: float = 0.5
+    failed_max_s: float = 30.0
+    _in_a_row: dict[int, int] = field(default_factory=dict)
+
+    def failed(self, slot: int, kind: SlotFailure, now: float) -> float:
+        """Note a failure of ``slot``; return when (on the caller's clock) to take it again."""
+        count = self._in_a_row.get(slot, 0) + 1
+        self._in_a_row[slot] = count
+        growth = 2.0 ** min(count - 1, 16)
+        if kind is SlotFailure.TAKEN_OVER:
+            delay = self.taken_over_s
+        elif kind is SlotFailure.TRANSACTION_TIMED_OUT:
+            delay = min(self.timeout_max_s, self.timeout_first_s * growth)
+        else:
+            delay = min(self.failed_max_s, self.failed_first_s * growth)
+        return now + delay
+
+    def succeeded(self, slot: int) -> None:
+        """A transaction of ``slot`` committed: the next failure starts from the first delay."""
+        self._in_a_row.pop(slot, None)
+
+    def failures_in_a_row(self, slot: int) -> int:
+        return self._in_a_row.get(slot, 0)

@@ -60,6 +60,31 @@ def register(app: typer.Typer) -> None:
                 max=1024,
             ),
         ] = None,
+        progress_refresh_s: Annotated[
+            float | None,
+            typer.Option(
+                help="Exactly-once flows: commit every partition's progress again at least this "
+                "often, idle and paused ones too (default: one day; keep it well below the "
+                "target's offsets.retention.minutes).",
+                min=0.1,
+            ),
+        ] = None,
+        sync_keepalive_s: Annotated[
+            float | None,
+            typer.Option(
+                help="Exactly-once flows: write an idle partition's last copy again as an offset "
+                "sync after this long (default: a quarter of the sync topic's retention).",
+                min=0.1,
+            ),
+        ] = None,
+        transaction_timeout_ms: Annotated[
+            int | None,
+            typer.Option(
+                help="Exactly-once flows: transaction.timeout.ms of the slots' producers "
+                "(default 20000).",
+                min=100,
+            ),
+        ] = None,
         metrics_port: MetricsPortOption = None,
         log_format: LogFormatOption = "text",
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -87,6 +112,9 @@ def register(app: typer.Typer) -> None:
             throttle_bytes_per_s=throttle_bytes_per_s,
             consul_http_addr=resolve_consul(consul, state_dir),
             slots=slots,
+            progress_refresh_s=progress_refresh_s,
+            sync_keepalive_s=sync_keepalive_s,
+            transaction_timeout_ms=transaction_timeout_ms,
         )
         if settings.consul_http_addr is None:
             log.warning(

@@ -41,6 +41,7 @@ from confluent_kafka import (
     OFFSET_INVALID,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
+    ConsumerGroupState,
     KafkaError,
     KafkaException,
     Message,
@@ -60,11 +61,30 @@ from drsvc.runtime.replication.topics import MirroredTopic, ensure_sync_topic, m
 from failover import offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
 from failover.errors import PolicyError
-from failover.slots import DEFAULT_SLOTS, MAX_SLOTS, SlotNames, SlotProgress, slot_of
+from failover.keepalive import (
+    KeepalivePolicy,
+    LastCopy,
+    PartitionSyncState,
+    keepalive_due,
+    keepalive_sync,
+    last_copy_of,
+)
+from failover.slots import (
+    DEFAULT_SLOTS,
+    MAX_SLOTS,
+    RetakeBackoff,
+    SlotFailure,
+    SlotNames,
+    SlotProgress,
+    classify_failure,
+    slot_of,
+)
 
 log = logging.getLogger(__name__)
 
-#: errors that mean another producer took the transactional id: someone else owns the slot now
+#: errors of a fenced producer: another producer initialised the transactional id, or the
+#: coordinator aborted a transaction that outlived its timeout (it bumps the epoch just the same,
+#: so the codes cannot tell the two apart: see :func:`failover.slots.classify_failure`)
 _FENCED_CODES = frozenset(
     code
     for name in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
@@ -74,6 +94,16 @@ _FENCED_CODES = frozenset(
 
 class _TransactionFailed(Exception):
     """A slot's transaction cannot commit (a delivery failed or timed out)."""
+
+
+@dataclass(frozen=True)
+class _Committing:
+    """What a partition's state becomes once the slot's transaction commits."""
+
+    position: int
+    next_target: int
+    last_copy: LastCopy | None
+    copy_synced_at: float | None
 
 
 @dataclass
@@ -97,6 +127,12 @@ class SlotPartition:
     last_target: int = -1
     #: take a latency sample from the next acknowledgement (one per transaction is enough)
     sample_latency: bool = True
+    #: the newest committed copy (what a keepalive sync repeats), None while unknown
+    last_copy: LastCopy | None = None
+    #: when a sync holding ``last_copy`` was last committed (monotonic s; None: unknown)
+    copy_synced_at: float | None = None
+    #: when this worker last committed the partition's progress (monotonic s; None: never)
+    progress_committed_at: float | None = None
 
 
 @dataclass
@@ -137,7 +173,28 @@ class ExactlyOnceWorker:
         self._owned: set[int] = set()
         #: owned slots not taken yet, and when to try (monotonic)
         self._retry_at: dict[int, float] = {}
-        self._failures_in_a_row: dict[int, int] = {}
+        self._retake = RetakeBackoff(
+            taken_over_s=settings.fenced_retry_s,
+            timeout_first_s=settings.timed_out_retry_s,
+            timeout_max_s=settings.timed_out_retry_max_s,
+            failed_max_s=settings.max_retry_backoff_s,
+        )
+        self.transactions_timed_out = 0
+        self.keepalive_syncs_written = 0
+        try:
+            self._keepalive = KeepalivePolicy.for_retention(
+                settings.sync_retention_ms,
+                None
+                if settings.sync_keepalive_s is None
+                else round(settings.sync_keepalive_s * 1000),
+            )
+        except ValueError as err:
+            raise ConfigError(f"flow {settings.flow_id}: {err}") from err
+        if settings.progress_refresh_s <= 0:
+            raise ConfigError(
+                f"flow {settings.flow_id}: the progress refresh interval must be positive "
+                f"(got {settings.progress_refresh_s}s)"
+            )
         self._parts: dict[tuple[str, int], SlotPartition] = {}
         self._counters: dict[tuple[str, int], PartitionCounters] = {}
         self._source: Consumer | None = None
@@ -287,6 +344,7 @@ class ExactlyOnceWorker:
                 except KafkaException as exc:
                     where = f"{part.source.topic}-{part.source.partition}@{offset}"
                     slot.failure = f"record {where} refused: {exc.args[0].str()}"
+                    slot.failure_error = exc.args[0]
                     break
             if slot.failure is not None:
                 continue
@@ -427,8 +485,32 @@ class ExactlyOnceWorker:
         if idle_due:
             for slot in idle_due:
                 positions = self._positions(slot)
-                if any(positions[k] > p.committed for k, p in slot.partitions.items()):
+                if any(positions[k] > p.committed for k, p in slot.partitions.items()) or any(
+                    self._refresh_due(p, now) or self._keepalive_due(p, p.committed, now)
+                    for p in slot.partitions.values()
+                ):
                     self._commit(slot, positions)
+
+    def _refresh_due(self, part: SlotPartition, now: float) -> bool:
+        """The partition's progress must be committed again, or the target's offsets retention
+        would expire it: the progress group never has members, so each offset lives
+        offsets.retention.minutes after its own last commit, however idle the partition."""
+        at = part.progress_committed_at
+        return at is None or now - at >= self.settings.progress_refresh_s
+
+    def _keepalive_due(self, part: SlotPartition, read_up_to: int, now: float) -> bool:
+        return keepalive_due(self._sync_state(part, read_up_to), self._keepalive, round(now * 1000))
+
+    def _sync_state(self, part: SlotPartition, read_up_to: int) -> PartitionSyncState:
+        synced = part.copy_synced_at
+        return PartitionSyncState(
+            tp=part.progress.tp,
+            source_topic_id=part.source_topic_id,
+            target_topic_id=part.target_topic_id,
+            last_copy=part.last_copy,
+            read_up_to=read_up_to,
+            copy_synced_at_ms=None if synced is None else round(synced * 1000),
+        )
 
     def _note_source_ends(self) -> None:
         """Keep each partition's source end for metrics (cached watermarks: no request), so a
@@ -489,12 +571,14 @@ class ExactlyOnceWorker:
         producer = slot.producer
         s = self.settings
         timeout_s = s.transaction_timeout_ms / 1000
+        now = time.monotonic()
         try:
             if slot.failure is not None:
                 raise _TransactionFailed(slot.failure)
             if not slot.in_transaction:
                 producer.begin_transaction()
                 slot.in_transaction = True
+                slot.opened_at = now
             remaining = producer.flush(timeout_s)
             if remaining:
                 raise _TransactionFailed(f"{remaining} record(s) not acknowledged in {timeout_s}s")
@@ -503,27 +587,41 @@ class ExactlyOnceWorker:
             if positions is None:
                 positions = self._positions(slot)
             offsets = []
-            ends: dict[tuple[str, int], tuple[int, int]] = {}
+            ends: dict[tuple[str, int], _Committing] = {}
             for key, part in slot.partitions.items():
                 position = positions[key]
-                if position <= part.committed and part.last_target < 0:
+                moved = position > part.committed or part.last_target >= 0
+                if not moved:
+                    position = part.committed
+                keepalive = self._keepalive_due(part, position, now)
+                if not (moved or keepalive or self._refresh_due(part, now)):
                     continue
-                part.progress.seal(position)
-                for finished in part.progress.take_finished():
-                    for sync in finished.syncs:
-                        sync_key, sync_value = offset_syncs.encode_sync(sync)
-                        producer.produce(s.sync_topic, sync_value, sync_key, partition=0)
-                        self.stats.syncs_written += 1
+                last_copy, synced_at = part.last_copy, part.copy_synced_at
+                if moved:
+                    part.progress.seal(position)
+                    for finished in part.progress.take_finished():
+                        for sync in finished.syncs:
+                            self._produce_sync(producer, sync)
+                            if sync.segments:
+                                last_copy, synced_at = last_copy_of((sync,), last_copy), now
+                    keepalive = keepalive and synced_at != now
+                if keepalive:
+                    # Idle past the keepalive interval: repeat the last copy, or the sync
+                    # topic's retention deletes every sync that maps the partition.
+                    self._produce_sync(producer, keepalive_sync(self._sync_state(part, position)))
+                    self.keepalive_syncs_written += 1
+                    synced_at = now
                 next_target = part.last_target + 1 if part.last_target >= 0 else part.next_target
+                progress = SlotProgress(position, part.source_topic_id, last_copy)
                 offsets.append(
                     TopicPartition(
                         part.remote_topic,
                         part.source.partition,
                         max(next_target, 0),
-                        metadata=SlotProgress(position, part.source_topic_id).encode(),
+                        metadata=progress.encode(),
                     )
                 )
-                ends[key] = (position, next_target)
+                ends[key] = _Committing(position, next_target, last_copy, synced_at)
             if offsets:
                 producer.send_offsets_to_transaction(offsets, self._group_metadata, timeout_s)
             producer.commit_transaction(timeout_s)
@@ -541,19 +639,27 @@ class ExactlyOnceWorker:
         except _TransactionFailed as exc:
             self._drop_slot(slot, str(exc), slot.failure_error)
             return False
-        for key, (position, next_target) in ends.items():
+        for key, done in ends.items():
             part = slot.partitions[key]
-            part.committed = position
-            part.next_target = next_target
+            part.committed = done.position
+            part.next_target = done.next_target
             part.last_target = -1
             part.sample_latency = True
-            part.progress.persisted(position)
+            part.progress.persisted(done.position)
+            part.last_copy = done.last_copy
+            part.copy_synced_at = done.copy_synced_at
+            part.progress_committed_at = now
         slot.in_transaction = False
         slot.records_in_transaction = 0
         slot.transactions += 1
         self.transactions_committed += 1
-        self._failures_in_a_row.pop(slot.number, None)
+        self._retake.succeeded(slot.number)
         return True
+
+    def _produce_sync(self, producer: Producer, sync: offset_syncs.OffsetSync) -> None:
+        sync_key, sync_value = offset_syncs.encode_sync(sync)
+        producer.produce(self.settings.sync_topic, sync_value, sync_key, partition=0)
+        self.stats.syncs_written += 1
 
     # ------------------------------------------------------------------ slots
 
@@ -592,21 +698,47 @@ class ExactlyOnceWorker:
                 if self._take(number):
                     self._retry_at.pop(number, None)
                 else:
-                    self._schedule_retry(number, fenced=False)
+                    self._schedule_retry(number, SlotFailure.FAILED)
             if self._stop.is_set():
                 return
 
-    def _schedule_retry(self, number: int, fenced: bool) -> None:
+    def _schedule_retry(self, number: int, kind: SlotFailure) -> float:
+        """Note a failure of slot ``number``; return the seconds until it is taken again."""
         if number not in self._owned:
-            return
-        failures = self._failures_in_a_row.get(number, 0) + 1
-        self._failures_in_a_row[number] = failures
-        pause = (
-            self.settings.fenced_retry_s
-            if fenced
-            else min(self.settings.max_retry_backoff_s, 0.5 * 2 ** min(failures - 1, 10))
-        )
-        self._retry_at[number] = time.monotonic() + pause
+            return 0.0
+        now = time.monotonic()
+        at = self._retake.failed(number, kind, now)
+        self._retry_at[number] = at
+        return at - now
+
+    def _still_assigned(self, number: int) -> bool | None:
+        """Does the membership group's coordinator (not our own view, which a paused worker
+        has not updated yet) assign slot ``number`` to this worker? None when it cannot say
+        (unreachable, or a rebalance in progress)."""
+        membership = self._membership
+        if membership is None:
+            return None
+        group = self.names.membership_group
+        try:
+            member_id = membership.memberid()
+            future = self._mirror.target_admin.describe_consumer_groups(
+                [group], request_timeout=5.0
+            )[group]
+            description = future.result(timeout=10.0)
+        except Exception as exc:
+            # Whatever stops us from asking (timeout, coordinator moving): we cannot say.
+            log.warning("flow %s: cannot ask who owns slot %d: %s", self.flow_id, number, exc)
+            return None
+        if not member_id or description.state != ConsumerGroupState.STABLE:
+            return None
+        for member in description.members:
+            if member.member_id == member_id:
+                assignment = member.assignment.topic_partitions if member.assignment else []
+                return any(
+                    tp.topic == self.names.slots_topic and tp.partition == number
+                    for tp in assignment
+                )
+        return False
 
     def _take(self, number: int) -> bool:
         """Fence the slot's previous owner, read its committed progress, seek, produce."""
@@ -634,6 +766,8 @@ class ExactlyOnceWorker:
         slot.partitions = {(p.source.topic, p.source.partition): p for p in parts}
         self._slots[number] = slot
         self._assign(slot.partitions.values())
+        # A transactional id unused for transactional.id.expiration.ms is forgotten by the
+        # coordinator, and the progress of idle partitions would expire: the refresh covers both.
         log.info(
             "flow %s: took slot %d (%d partition(s))", self.flow_id, number, len(slot.partitions)
         )
@@ -666,7 +800,7 @@ class ExactlyOnceWorker:
         parts = []
         for mirrored, partition in wanted:
             tp = by_key.get((mirrored.remote_name, partition))
-            start, next_target = self._start_of(mirrored, partition, tp)
+            start, next_target, last_copy = self._start_of(mirrored, partition, tp)
             name = mirrored.source.name
             parts.append(
                 SlotPartition(
@@ -685,14 +819,15 @@ class ExactlyOnceWorker:
                     counters=self._counters.setdefault((name, partition), PartitionCounters()),
                     committed=start,
                     next_target=next_target,
+                    last_copy=last_copy,
                 )
             )
         return parts
 
     def _start_of(
         self, mirrored: MirroredTopic, partition: int, committed: TopicPartition | None
-    ) -> tuple[int, int]:
-        """(next source offset, next target offset) for a partition being taken."""
+    ) -> tuple[int, int, LastCopy | None]:
+        """(next source offset, next target offset, last copy) for a partition being taken."""
         source = self._source
         assert source is not None
         name = mirrored.source.name
@@ -729,16 +864,19 @@ class ExactlyOnceWorker:
                     self.settings.target_alias,
                 )
             next_target = committed.offset if committed is not None else -1
-            return max(start, low), next_target
+            # A keepalive [s_last, F) claims that nothing between was there to copy: not so
+            # when retention deleted records first, so the next real copy starts anew.
+            last_copy = progress.last_copy if start >= low else None
+            return max(start, low), next_target, last_copy
         kind = self.settings.start_kind
         if kind == "latest":
-            return high, -1
+            return high, -1, None
         if kind == "timestamp" and self.settings.start_timestamp_ms is not None:
             found = source.offsets_for_times(
                 [TopicPartition(name, partition, self.settings.start_timestamp_ms)], timeout=30
             )
-            return (found[0].offset if found and found[0].offset >= 0 else high), -1
-        return low, -1
+            return (found[0].offset if found and found[0].offset >= 0 else high), -1, None
+        return low, -1, None
 
     def _assign(self, parts: Any) -> None:
         source = self._source
@@ -776,23 +914,9 @@ class ExactlyOnceWorker:
     def _drop_slot(self, slot: Slot, reason: str, err: KafkaError | None) -> None:
         """A transaction failed: throw the producer away; the slot is taken again from its last
         committed progress (nothing of the failed transaction is visible to read_committed)."""
-        fenced = err is not None and err.code() in _FENCED_CODES
+        kind = self._failure_kind(slot, err)
         self.transactions_failed += 1
         self.stats.rewinds += 1
-        if fenced:
-            log.warning(
-                "flow %s: slot %d was taken over by another worker (fenced: %s); not copying it",
-                self.flow_id,
-                slot.number,
-                reason,
-            )
-        else:
-            log.warning(
-                "flow %s: slot %d: %s; aborting and continuing from its last committed progress",
-                self.flow_id,
-                slot.number,
-                reason,
-            )
         self._slots.pop(slot.number, None)
         self._unassign(slot)
         try:
@@ -802,7 +926,51 @@ class ExactlyOnceWorker:
         except (KafkaException, SystemError):
             pass  # the next owner's initialisation aborts it anyway
         _discard(slot.producer)
-        self._schedule_retry(slot.number, fenced=fenced)
+        delay = self._schedule_retry(slot.number, kind)
+        if kind is SlotFailure.TAKEN_OVER:
+            log.warning(
+                "flow %s: slot %d was taken over by another worker (fenced: %s); not copying it",
+                self.flow_id,
+                slot.number,
+                reason,
+            )
+        elif kind is SlotFailure.TRANSACTION_TIMED_OUT:
+            self.transactions_timed_out += 1
+            log.warning(
+                "flow %s: slot %d: the transaction timed out on the coordinator of %s (open "
+                "%.1fs, transaction.timeout.ms=%d; the target is slow): it was aborted, the slot "
+                "is still ours; taking it again in %.1fs from its last committed progress (%s)",
+                self.flow_id,
+                slot.number,
+                self.settings.target_alias,
+                time.monotonic() - slot.opened_at,
+                self.settings.transaction_timeout_ms,
+                delay,
+                reason,
+            )
+        else:
+            log.warning(
+                "flow %s: slot %d: %s; aborting and continuing from its last committed progress",
+                self.flow_id,
+                slot.number,
+                reason,
+            )
+
+    def _failure_kind(self, slot: Slot, err: KafkaError | None) -> SlotFailure:
+        """Takeover, coordinator timeout or another failure (see :func:`classify_failure`)."""
+        fenced = err is not None and err.code() in _FENCED_CODES
+        timeout_s = self.settings.transaction_timeout_ms / 1000
+        age = time.monotonic() - slot.opened_at if slot.in_transaction else None
+        still_assigned: bool | None = None
+        # Only ask the group when the answer can matter (and never for a slot given up).
+        if fenced and age is not None and age >= timeout_s and slot.number in self._owned:
+            still_assigned = self._still_assigned(slot.number)
+        return classify_failure(
+            fenced=fenced,
+            transaction_age_s=age,
+            transaction_timeout_s=timeout_s,
+            still_assigned=still_assigned,
+        )
 
     # ------------------------------------------------------------------ topics
 

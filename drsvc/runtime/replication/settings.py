@@ -12,6 +12,13 @@ from failover.topic_rules import InternalTopicNames, NameFilter
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 
+#: Kafka's default ``offsets.retention.minutes`` (7 days): committed offsets of a group without
+#: members expire that long after their last commit
+KAFKA_DEFAULT_OFFSETS_RETENTION_S = 7 * 24 * 3600.0
+#: exactly-once progress is committed again at least this often: a seventh of Kafka's default
+#: offsets retention, so a worker that is down for up to six days still finds its progress
+DEFAULT_PROGRESS_REFRESH_S = KAFKA_DEFAULT_OFFSETS_RETENTION_S / 7
+
 
 @dataclass(frozen=True)
 class WorkerSettings:
@@ -74,6 +81,19 @@ class WorkerSettings:
     #: exactly-once: after being fenced, wait this long before taking the slot back (if still
     #: assigned), so a paused worker learns it lost the slot rather than fence the new owner
     fenced_retry_s: float = 15.0
+    #: exactly-once: after the target's transaction coordinator aborted a transaction that
+    #: outlived transaction.timeout.ms (the slot is still ours), take the slot again after this
+    #: long, doubling with every such failure in a row up to ``timed_out_retry_max_s``
+    timed_out_retry_s: float = 0.1
+    timed_out_retry_max_s: float = 5.0
+    #: exactly-once: every partition's progress is committed again (in a transaction) at least
+    #: this often, idle and paused ones included; keep it well below the target cluster's
+    #: offsets.retention.minutes, or the progress of a partition idle for longer expires
+    progress_refresh_s: float = DEFAULT_PROGRESS_REFRESH_S
+    #: how long an idle partition goes before its last copy is written again as a keepalive
+    #: offset sync (:mod:`failover.keepalive`); must be shorter than ``sync_retention_ms``;
+    #: None: a quarter of it
+    sync_keepalive_s: float | None = None
 
 
 def worker_settings(
