@@ -14,6 +14,8 @@ Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exc
     │       └── ProcessStartError   a process died or never became ready (points at its log)
     └── TemporaryError              the same call may succeed later (.delay hints when)
         ├── KafkaUnavailableError   brokers unreachable or timed out
+        ├── FatalClientError        a Kafka client can never be used again: the process stops
+                                    so that its supervisor starts it afresh
         └── CoordinatorUnavailableError
                                     Consul unreachable or timed out
 
@@ -101,6 +103,14 @@ class ProcessStartError(LocalEnvError):
 
 class KafkaUnavailableError(TemporaryError):
     """Kafka brokers could not be reached or did not answer in time."""
+
+
+class FatalClientError(TemporaryError):
+    """A Kafka client reported a fatal error (librdkafka: it cannot be used any more).
+
+    The process that owns it stops after settling what it safely can; a restart creates new
+    clients. Nothing is retried with the broken one.
+    """
 
 
 class CoordinatorUnavailableError(TemporaryError):

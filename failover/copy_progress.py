@@ -57,6 +57,9 @@ class PartitionProgress:
     target_topic_id: bytes
     start: int
     commit_position: int = field(init=False)
+    #: source leader epoch of the record just before :attr:`commit_position` (-1: unknown), so
+    #: that committed progress lets a restarted consumer detect a truncated source log
+    commit_epoch: int = field(default=-1, init=False)
     in_flight: int = field(default=0, init=False)
     #: one past the last source offset handed to the producer (where reading continues)
     next_offset: int = field(init=False)
@@ -170,9 +173,12 @@ class PartitionProgress:
         finished, self._finished = self._finished, []
         return finished
 
-    def persisted(self, end: int) -> None:
-        """The syncs of the run ending at ``end`` are on the target: progress may move there."""
-        self.commit_position = max(self.commit_position, end)
+    def persisted(self, end: int, leader_epoch: int = -1) -> None:
+        """The syncs of the run ending at ``end`` (read under ``leader_epoch``) are on the target:
+        progress may move there."""
+        if end > self.commit_position:
+            self.commit_position = end
+            self.commit_epoch = leader_epoch
 
     @property
     def ready_to_rewind(self) -> bool:

@@ -51,6 +51,16 @@ def register(app: typer.Typer) -> None:
                 help="Cap on bytes/s of keys and values (the flow control can override).", min=1
             ),
         ] = None,
+        commit_interval_s: Annotated[
+            float | None,
+            typer.Option(
+                help="How often copy progress is committed: at least-once on the source group "
+                "(default 1 s), exactly-once with each slot's transaction (default 0.2 s). "
+                "Longer means fewer commits and, at least once, more records copied again after "
+                "a crash.",
+                min=0.05,
+            ),
+        ] = None,
         slots: Annotated[
             int | None,
             typer.Option(
@@ -111,6 +121,9 @@ def register(app: typer.Typer) -> None:
             message_timeout_ms=message_timeout_ms,
             throttle_bytes_per_s=throttle_bytes_per_s,
             consul_http_addr=resolve_consul(consul, state_dir),
+            # Exactly-once progress is committed with each slot's transaction.
+            commit_interval_s=commit_interval_s if flow.delivery != "exactly-once" else None,
+            transaction_interval_s=commit_interval_s if flow.delivery == "exactly-once" else None,
             slots=slots,
             progress_refresh_s=progress_refresh_s,
             sync_keepalive_s=sync_keepalive_s,

@@ -23,8 +23,9 @@ class Lane:
     resume_at: float | None = None
     resume_from: int = 0
     next_sync_ticket: int = 0
-    #: syncs written and not yet acknowledged, in write order: ticket -> run end (or -1)
-    unacked_syncs: dict[int, int] = field(default_factory=dict)
+    #: syncs written and not yet acknowledged, in write order: ticket -> (run end or -1, the
+    #: run's source leader epoch)
+    unacked_syncs: dict[int, tuple[int, int]] = field(default_factory=dict)
     acked_syncs: set[int] = field(default_factory=set)
     #: a sync was lost: rebuild syncs from the target before copying again
     needs_repair: bool = False
@@ -60,4 +61,5 @@ class WorkerStats:
     syncs_written: int = 0
     skipped_loops: int = 0
     records_lost_to_retention: int = 0
+    log_truncations: int = 0
     stalled_partitions: int = 0

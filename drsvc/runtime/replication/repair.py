@@ -8,6 +8,8 @@ their provenance header, and writes syncs for them, so every copy on the target 
 
 The tail is bounded by what can be in flight (the producer queue), so the scan reads backwards
 from the end in growing windows until it reaches a copy of an offset before the committed one.
+:func:`written_sync_end` reads the sync topic's tail the same way, so that only copies past the
+last written sync are rebuilt: syncs are appended in target order, never slotted in between.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from drsvc.errors import KafkaUnavailableError
-from failover import provenance
+from failover import offset_syncs, provenance
 
 log = logging.getLogger(__name__)
 
 FIRST_WINDOW = 10_000
+#: the sync topic is read backwards at most this far looking for a partition's last sync
+MAX_SYNC_SCAN = 5_000_000
 
 #: answers of a partition that has no leader yet (a topic created a moment ago), which librdkafka
 #: does not always mark as retriable
@@ -48,34 +52,13 @@ def unsynced_copies(
 ) -> list[tuple[int, int]]:
     """``(source offset, target offset)`` of every copy in the remote partition's tail that was
     made from ``source_topic``/``partition`` at or after source offset ``committed``."""
-    config = dict(target_client)
-    config.update(
-        {
-            "group.id": "drsvc-sync-repair",
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-            "log_level": 4,
-        }
-    )
-    consumer = Consumer(config)
+    consumer = Consumer(_tail_reader_config(target_client))
     try:
         tp = TopicPartition(remote_topic, partition)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
-                break
-            except KafkaException as err:
-                code = err.args[0].code()
-                if code in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
-                    return []  # the remote partition does not exist yet: nothing copied there
-                # A topic created a moment ago may have no leader yet: wait for one.
-                transient = err.args[0].retriable() or code in LEADERLESS
-                if not transient or time.monotonic() > deadline:
-                    raise KafkaUnavailableError(
-                        f"reading the end of {remote_topic}-{partition}: {err}"
-                    ) from err
-                time.sleep(0.2)
+        marks = _watermarks(consumer, tp, timeout_s)
+        if marks is None:
+            return []  # the remote partition does not exist yet: nothing copied there
+        low, high = marks
         window = FIRST_WINDOW
         while True:
             begin = max(low, high - window)
@@ -89,6 +72,144 @@ def unsynced_copies(
         consumer.close()
 
 
+def written_sync_end(
+    target_client: Mapping[str, Any],
+    sync_topic: str,
+    tp: offset_syncs.TopicPartition,
+    topic_ids: tuple[bytes, bytes],
+    timeout_s: float = 60.0,
+) -> int:
+    """One past the highest target offset a written sync of ``tp`` maps (under ``topic_ids``,
+    the source and remote topic ids); 0 when the sync topic holds none.
+
+    Syncs of a partition are written in target order, so the last one that maps copies holds the
+    highest. The sync topic is read backwards from its end in growing windows until one is found.
+    """
+    consumer = Consumer(_tail_reader_config(target_client))
+    try:
+        marks = _watermarks(consumer, TopicPartition(sync_topic, 0), timeout_s)
+        if marks is None:
+            return 0
+        low, high = marks
+        key = offset_syncs.encode_key(tp.topic, tp.partition)
+        end, window = high, FIRST_WINDOW
+        while end > low and high - end < MAX_SYNC_SCAN:
+            begin = max(low, end - window)
+            found = _last_mapped_target(consumer, sync_topic, begin, end, key, topic_ids, timeout_s)
+            if found is not None:
+                return found
+            end, window = begin, window * 4
+        if end > low:
+            log.warning(
+                "no offset sync of %s-%s in the last %d records of %s: rebuilding syncs for every "
+                "unmapped-looking copy",
+                tp.topic,
+                tp.partition,
+                high - end,
+                sync_topic,
+            )
+        return 0
+    finally:
+        consumer.close()
+
+
+def _last_mapped_target(
+    consumer: Consumer,
+    sync_topic: str,
+    begin: int,
+    end: int,
+    key: bytes,
+    topic_ids: tuple[bytes, bytes],
+    timeout_s: float,
+) -> int | None:
+    """The highest target end of the syncs keyed ``key`` in ``[begin, end)`` of the sync topic."""
+    found: int | None = None
+    for msg in _read_range(consumer, TopicPartition(sync_topic, 0), begin, end, timeout_s):
+        if msg.key() != key:
+            continue
+        value = msg.value()
+        try:
+            sync = offset_syncs.decode_value("x", 0, value or b"")
+        except offset_syncs.SyncFormatError:
+            continue  # not a sync this build reads: the index refuses it anyway
+        if (sync.source_topic_id, sync.target_topic_id) != topic_ids or not sync.segments:
+            continue
+        found = max(found or 0, sync.segments[-1].target_end)
+    return found
+
+
+def _tail_reader_config(target_client: Mapping[str, Any]) -> dict[str, Any]:
+    config = dict(target_client)
+    config.update(
+        {
+            "group.id": "drsvc-sync-repair",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            # The end of a partition may be a transaction marker, which is never delivered: the
+            # end-of-partition event says the read is complete instead.
+            "enable.partition.eof": True,
+            "log_level": 4,
+        }
+    )
+    return config
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int] | None:
+    """(low, high) of ``tp``, waiting for a leader; None when the partition does not exist."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            return low, high
+        except KafkaException as err:
+            code = err.args[0].code()
+            if code in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+                return None
+            # A topic created a moment ago may have no leader yet: wait for one.
+            transient = err.args[0].retriable() or code in LEADERLESS
+            if not transient or time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"reading the end of {tp.topic}-{tp.partition}: {err}"
+                ) from err
+            time.sleep(0.2)
+
+
+def _read_range(
+    consumer: Consumer, tp: TopicPartition, begin: int, end: int, timeout_s: float
+) -> list[Message]:
+    """Every record of ``[begin, end)`` of ``tp`` (transaction markers and aborted records are
+    never delivered; the end-of-partition event ends the read when they are all that is left)."""
+    records: list[Message] = []
+    if begin >= end:
+        return records
+    consumer.assign([TopicPartition(tp.topic, tp.partition, begin)])
+    deadline = time.monotonic() + timeout_s
+    position = begin
+    try:
+        while position < end:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"reading {tp.topic}-{tp.partition} [{begin}, {end}) did not finish in "
+                    f"{timeout_s:.0f}s"
+                )
+            for msg in consumer.consume(10_000, 1.0):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        position = end  # the log's end (markers are never delivered): done
+                    continue
+                offset = msg.offset()
+                assert offset is not None
+                if offset >= end:
+                    position = end
+                    break
+                position = offset + 1
+                records.append(msg)
+    finally:
+        consumer.unassign()
+    return records
+
+
 def _scan(
     consumer: Consumer,
     tp: TopicPartition,
@@ -100,37 +221,20 @@ def _scan(
     timeout_s: float,
 ) -> tuple[list[tuple[int, int]], bool]:
     copies: list[tuple[int, int]] = []
-    reached = False
-    if begin >= end:
-        return copies, True
-    consumer.assign([TopicPartition(tp.topic, tp.partition, begin)])
-    deadline = time.monotonic() + timeout_s
-    position = begin
-    while position < end:
-        if time.monotonic() > deadline:
-            raise KafkaUnavailableError(
-                f"reading {tp.topic}-{tp.partition} [{begin}, {end}) to rebuild offset syncs "
-                f"did not finish in {timeout_s:.0f}s"
-            )
-        for msg in consumer.consume(10_000, 1.0):
-            if msg.error() is not None:
-                continue
-            offset = msg.offset()
-            assert offset is not None
-            position = offset + 1
-            if offset >= end:
-                break
-            hops = provenance.chain(msg.headers())  # type: ignore[arg-type]
-            if not hops:
-                continue
-            hop = hops[-1]
-            if hop.cluster != source_alias or hop.topic != source_topic:
-                continue
-            if hop.partition != tp.partition:
-                continue
-            if hop.offset < committed:
-                reached = True
-                continue
-            copies.append((hop.offset, offset))
-    consumer.unassign()
+    reached = begin >= end
+    for msg in _read_range(consumer, tp, begin, end, timeout_s):
+        hops = provenance.chain(msg.headers())  # type: ignore[arg-type]
+        if not hops:
+            continue
+        hop = hops[-1]
+        if hop.cluster != source_alias or hop.topic != source_topic:
+            continue
+        if hop.partition != tp.partition:
+            continue
+        if hop.offset < committed:
+            reached = True
+            continue
+        offset = msg.offset()
+        assert offset is not None
+        copies.append((hop.offset, offset))
     return copies, reached

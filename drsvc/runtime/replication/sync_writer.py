@@ -14,7 +14,7 @@ from functools import partial
 from confluent_kafka import KafkaError, Message, Producer
 
 from drsvc.runtime.replication.lane import Lane, WorkerStats
-from drsvc.runtime.replication.repair import unsynced_copies
+from drsvc.runtime.replication.repair import unsynced_copies, written_sync_end
 from drsvc.runtime.replication.settings import WorkerSettings
 from failover import offset_syncs
 from failover.copy_progress import FinishedRun, standalone_syncs
@@ -41,7 +41,7 @@ class SyncWriter:
             end = finished.end if index == len(finished.syncs) - 1 else -1
             ticket = lane.next_sync_ticket
             lane.next_sync_ticket += 1
-            lane.unacked_syncs[ticket] = end
+            lane.unacked_syncs[ticket] = (end, sync.leader_epoch)
             tickets.append(ticket)
             while True:
                 try:
@@ -95,16 +95,27 @@ class SyncWriter:
             first = next(iter(lane.unacked_syncs))
             if first not in lane.acked_syncs:
                 break
-            end = lane.unacked_syncs.pop(first)
+            end, epoch = lane.unacked_syncs.pop(first)
             lane.acked_syncs.discard(first)
             if end >= 0:
-                lane.progress.persisted(end)
+                lane.progress.persisted(end, epoch)
                 if end > lane.resume_from:
                     lane.failures_in_a_row = 0
 
     def repair(self, lane: Lane, timeout_s: float) -> None:
-        """After lost writes: rebuild the syncs from ``lane.repair_from`` on; the lost writes
-        count as written once every rebuilt sync is acknowledged (at once if none was needed)."""
+        """After lost writes: map what can still be mapped, and let progress wait for the re-copy.
+
+        The copies of a lost sync sit on the target before copies whose syncs were written, so no
+        sync can map them any more (syncs arrive in target order); they stay unmapped duplicates
+        that the re-copy from the persisted position supersedes. Copies past every written sync
+        get rebuilt syncs. The lost writes, and every write after the first of them, no longer
+        move progress: it moves again only over the re-copy's own syncs, so a crash during the
+        re-copy starts it over instead of passing records whose only copies are unmapped.
+        """
+        first_lost = min(lane.lost_syncs, default=lane.next_sync_ticket)
+        for ticket, (_end, epoch) in list(lane.unacked_syncs.items()):
+            if ticket >= first_lost:
+                lane.unacked_syncs[ticket] = (-1, epoch)
         lane.rebuild_tickets = set(self.rebuild(lane, lane.repair_from, timeout_s=timeout_s))
         if not lane.rebuild_tickets:
             self._lost_syncs_replaced(lane)
@@ -112,7 +123,12 @@ class SyncWriter:
 
     def rebuild(self, lane: Lane, start: int, timeout_s: float = 60.0) -> list[int]:
         """Write syncs for copies on the target, made from source offsets ``start`` onwards,
-        that a crash or a lost sync left unmapped (found by their provenance headers)."""
+        that a crash or a lost sync left unmapped (found by their provenance headers).
+
+        Only copies past the last copy any written sync of the partition maps are rebuilt: the
+        syncs written before a crash stay the record of what they map, and syncs are only ever
+        appended in target order (what the index needs to take them without a conflict).
+        """
         copies = unsynced_copies(
             self.settings.target_client,
             lane.remote_topic,
@@ -124,16 +140,39 @@ class SyncWriter:
         )
         if not copies:
             return []
+        progress = lane.progress
+        mapped_end = written_sync_end(
+            self.settings.target_client,
+            self.settings.sync_topic,
+            progress.tp,
+            (progress.source_topic_id, progress.target_topic_id),
+            timeout_s=timeout_s,
+        )
+        unmapped = [copy for copy in copies if copy[1] >= mapped_end]
+        if not unmapped:
+            log.info(
+                "%s-%s: the %d copies on %s at or after offset %d all have their offset syncs",
+                lane.source.topic,
+                lane.source.partition,
+                len(copies),
+                self.settings.target_alias,
+                start,
+            )
+            return []
         log.warning(
-            "%s-%s: rebuilding offset syncs of %d copies on %s at or after offset %d from their "
-            "provenance headers",
+            "%s-%s: rebuilding offset syncs of %d copies on %s (target offsets %d-%d) from their "
+            "provenance headers (%d earlier copies at or after offset %d lie before the last "
+            "written sync)",
             lane.source.topic,
             lane.source.partition,
-            len(copies),
+            len(unmapped),
             self.settings.target_alias,
+            unmapped[0][1],
+            unmapped[-1][1],
+            len(copies) - len(unmapped),
             start,
         )
-        progress = lane.progress
+        copies = unmapped
         syncs = standalone_syncs(
             progress.tp, progress.source_topic_id, progress.target_topic_id, copies
         )

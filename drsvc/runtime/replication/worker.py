@@ -39,7 +39,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import FatalClientError, KafkaUnavailableError
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck, watch_for_stalls
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
 from drsvc.runtime.replication.control import ControlFollower
@@ -81,6 +81,8 @@ class FlowWorker:
         self._backfill_check = BackfillAgeCheck(settings.target_alias)
         self._producer: Producer | None = None
         self._mirror = mirror_for(settings)
+        #: a fatal producer error (librdkafka cannot use the producer again): the worker stops
+        self._fatal: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -90,7 +92,7 @@ class FlowWorker:
     def run(self, on_cycle: Callable[[FlowWorker], None] | None = None) -> None:
         """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
         ensure_sync_topic(self._mirror, self.settings)
-        self._producer = Producer(producer_config(self.settings))
+        self._producer = Producer({**producer_config(self.settings), "error_cb": self._on_error})
         self._syncs = SyncWriter(self.settings, self._producer, self.stats)
         self._consumer = Consumer(consumer_config(self.settings))
         # What exists now lives as long as the worker: keep it out of the garbage collector's
@@ -116,6 +118,13 @@ class FlowWorker:
         next_seal = time.monotonic() + s.seal_interval_s
         next_commit = time.monotonic() + s.commit_interval_s
         while not self._stop.is_set():
+            if self._fatal is not None:
+                # Every record would fail and rewind forever: stop, so that the supervisor (or
+                # the operator) starts a worker with a new producer. What was acknowledged is
+                # committed on the way out; the rest is copied again by the next worker.
+                raise FatalClientError(
+                    f"the producer of flow {self.flow_id} hit a fatal error: {self._fatal}"
+                )
             now = time.monotonic()
             if now >= next_refresh:
                 self._apply_control()
@@ -266,6 +275,13 @@ class FlowWorker:
         while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
             producer.poll(min(left, 0.1))
 
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = err.str()
+            log.error("flow %s: fatal producer error: %s", self.flow_id, err.str())
+        else:
+            log.warning("flow %s: %s", self.flow_id, err.str())
+
     def _on_delivery(
         self, lane: Lane, source_offset: int, err: KafkaError | None, msg: Message
     ) -> None:
@@ -275,6 +291,8 @@ class FlowWorker:
             lane.progress.delivered(source_offset, msg.offset())  # type: ignore[arg-type]
         else:
             self.stats.delivery_failures += 1
+            if err.fatal() and self._fatal is None:
+                self._fatal = err.str()
             lane.progress.failed(source_offset, err.str())
 
     def _on_sampled_delivery(
@@ -296,6 +314,22 @@ class FlowWorker:
             return
         if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             log.warning("source topic %s disappeared while being copied", msg.topic())
+            return
+        if err.code() == KafkaError._LOG_TRUNCATION:
+            # The committed progress carries the leader epoch of the last record copied; the
+            # consumer found the source log truncated below it (an unclean leader election).
+            # The copies of the lost records stay on the target; the new records at those
+            # offsets are copied as they come, and their syncs start a new leader epoch.
+            self.stats.log_truncations += 1
+            log.error(
+                "%s-%s on %s was truncated below the copied position (unclean leader election): "
+                "%s; records copied before the truncation stay on %s",
+                msg.topic(),
+                msg.partition(),
+                self.settings.source_alias,
+                err.str(),
+                self.settings.target_alias,
+            )
             return
         if err.code() == KafkaError._AUTO_OFFSET_RESET:
             lane = self._lanes.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
@@ -335,7 +369,15 @@ class FlowWorker:
         for lane in lanes if lanes is not None else list(self._lanes.values()):
             position = lane.progress.commit_position
             if position > lane.committed:
-                offsets.append(TopicPartition(lane.source.topic, lane.source.partition, position))
+                epoch = lane.progress.commit_epoch
+                offsets.append(
+                    TopicPartition(
+                        lane.source.topic,
+                        lane.source.partition,
+                        position,
+                        leader_epoch=epoch if epoch >= 0 else None,
+                    )
+                )
                 lane.committed = position
         if not offsets:
             return
@@ -585,7 +627,7 @@ class FlowWorker:
                 self._mirrored = self._mirror.refresh()
             except KafkaUnavailableError as err:
                 log.warning("growing remote topics for new partitions: %s", err)
-        starts = self._start_positions(consumer, partitions)
+        starts, epochs = self._start_positions(consumer, partitions)
         assigned = []
         for tp in partitions:
             mirrored = self._mirrored.get(tp.topic)
@@ -609,7 +651,10 @@ class FlowWorker:
             )
             self._lanes[(tp.topic, tp.partition)] = lane
             self._syncs.rebuild(lane, start)
-            assigned.append(TopicPartition(tp.topic, tp.partition, start))
+            # With the committed leader epoch the consumer first checks that the source log
+            # was not truncated below the position (KIP-320) before it fetches from there.
+            epoch = epochs.get((tp.topic, tp.partition))
+            assigned.append(TopicPartition(tp.topic, tp.partition, start, leader_epoch=epoch))
         consumer.assign(assigned)
         for tp in assigned:
             self._follow_control(self._lanes[(tp.topic, tp.partition)])
@@ -617,9 +662,12 @@ class FlowWorker:
 
     def _start_positions(
         self, consumer: Consumer, partitions: list[TopicPartition]
-    ) -> dict[tuple[str, int], int]:
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """Where to start each partition, and the leader epoch committed with those starts that
+        are the committed progress itself."""
         committed = consumer.committed(partitions, timeout=30)
         starts: dict[tuple[str, int], int] = {}
+        epochs: dict[tuple[str, int], int] = {}
         timestamp = self.settings.start_timestamp_ms
         wanted_times = []
         for tp in committed:
@@ -641,6 +689,9 @@ class FlowWorker:
                         low,
                     )
                 starts[key] = max(tp.offset, low)
+                epoch = tp.leader_epoch
+                if tp.offset >= low and epoch is not None and epoch >= 0:
+                    epochs[key] = epoch
             elif self.settings.start_kind == "latest":
                 starts[key] = high
             elif self.settings.start_kind == "timestamp" and timestamp is not None:
@@ -652,7 +703,7 @@ class FlowWorker:
             for found in consumer.offsets_for_times(wanted_times, timeout=30):
                 if found.offset >= 0:
                     starts[(found.topic, found.partition)] = found.offset
-        return starts
+        return starts, epochs
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lanes = [lane for tp in partitions if (lane := self._lanes.get((tp.topic, tp.partition)))]
@@ -662,9 +713,16 @@ class FlowWorker:
         consumer.unassign()
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Someone else owns these now: do not commit for them.
+        # Someone else owns these now: do not commit for them, and send none of their copies
+        # still queued, which would land between the new owner's copies without a sync. The
+        # purge takes every partition's queued records (librdkafka purges per producer): those
+        # of partitions still owned fail with a purge error and are copied again (a rewind).
         lanes = [lane for tp in partitions if (lane := self._lanes.get((tp.topic, tp.partition)))]
         log.warning("flow %s lost %d partition(s)", self.settings.flow_id, len(lanes))
+        producer = self._producer
+        if producer is not None and lanes:
+            producer.purge(in_queue=True, in_flight=False, blocking=True)
+            producer.poll(0)
         self._drop(lanes)
         consumer.unassign()
 
