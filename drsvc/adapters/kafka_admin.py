@@ -352,7 +352,7 @@ def _alter_once(
     request = ConsumerGroupTopicPartitions(
         group,
         [
-            TopicPartition(topic, partition, offset, metadata.get((topic, partition)) or None)
+            _partition_to_commit(topic, partition, offset, metadata.get((topic, partition)))
             for (topic, partition), offset in offsets.items()
         ],
     )
@@ -382,6 +382,15 @@ def _alter_once(
             f"committing offsets of group '{group}': no answer for {missing[:5]}"
         )
     return found
+
+
+def _partition_to_commit(
+    topic: str, partition: int, offset: int, metadata: str | None
+) -> TopicPartition:
+    # The client refuses None as metadata: leave the argument out when there is none.
+    if metadata:
+        return TopicPartition(topic, partition, offset, metadata)
+    return TopicPartition(topic, partition, offset)
 
 
 def list_offsets(

@@ -20,9 +20,14 @@ from confluent_kafka import Consumer, TopicPartition
 from replication_support import create, produce, sequence_records, wait_for
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import admin_client, describe_group
+from drsvc.adapters.kafka_admin import (
+    admin_client,
+    committed_offsets_with_metadata,
+    describe_group,
+)
 from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.runtime.checkpoints.group_sync import GroupOffsetSyncer, active_key
+from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin
 from drsvc.topology.models import Topology
 
 pytestmark = pytest.mark.timeout(120)
@@ -339,3 +344,30 @@ def test_unknown_translations_follow_the_policy(
     assert f"group '{careful}': {setup.topic}-0 has no known translation" in refused.reason
     assert "before-syncs" in refused.reason
     assert committed_on(setup.west, careful, setup.topic) == {0: 1, 1: 1}
+
+
+def test_a_commit_the_sync_made_from_a_later_source_position_is_moved_back_in_a_later_round(
+    cluster_pair: EnvironmentInfo, consul: ConsulClient
+) -> None:
+    """The broker keeps the origin the sync commits as metadata; a later round, not told that the
+    source group rewound, reads it back and moves the group back. A consumer's own commit ahead of
+    the translation stays."""
+    group = f"origin-{uuid.uuid4().hex[:8]}"
+    setup = make_setup(cluster_pair, consul, [app("orders", group)])
+
+    def origin(offset: int) -> SyncOrigin:
+        return SyncOrigin("east->west", "orders", offset, b"s" * 16, b"t" * 16)
+
+    first = setup.syncer.sync(group, {setup.tp(0): 8}, origins={setup.tp(0): origin(80)})
+    assert first.status == "synced", first.reason
+    read = committed_offsets_with_metadata({"bootstrap.servers": setup.west}, group, [setup.tp(0)])
+    assert decode_origin(read[setup.tp(0)].metadata) == origin(80)
+
+    back = setup.syncer.sync(group, {setup.tp(0): 3}, origins={setup.tp(0): origin(30)})
+    assert back.actions() == {setup.tp(0): "synced"}, back.partitions
+    assert setup.committed(group)[0] == 3
+
+    idle_classic_group(setup.west, group, setup.topic, {0: 9, 1: 9})  # a consumer's own commit
+    kept = setup.syncer.sync(group, {setup.tp(0): 3}, origins={setup.tp(0): origin(20)})
+    assert kept.actions() == {setup.tp(0): "skipped-backwards"}
+    assert setup.committed(group)[0] == 9
