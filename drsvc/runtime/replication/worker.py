@@ -375,7 +375,7 @@ class FlowWorker:
                         lane.source.topic,
                         lane.source.partition,
                         position,
-                        leader_epoch=epoch if epoch >= 0 else None,
+                        leader_epoch=epoch,  # -1: unknown
                     )
                 )
                 lane.committed = position
@@ -653,7 +653,7 @@ class FlowWorker:
             self._syncs.rebuild(lane, start)
             # With the committed leader epoch the consumer first checks that the source log
             # was not truncated below the position (KIP-320) before it fetches from there.
-            epoch = epochs.get((tp.topic, tp.partition))
+            epoch = epochs.get((tp.topic, tp.partition), -1)
             assigned.append(TopicPartition(tp.topic, tp.partition, start, leader_epoch=epoch))
         consumer.assign(assigned)
         for tp in assigned:
