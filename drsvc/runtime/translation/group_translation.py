@@ -367,7 +367,9 @@ def translate_partition(
             leader_epoch=committed.leader_epoch,
         )
         reason = translation.reason
-        frontier = index.frontier(synced)
+        # Records up to the highest position any pass copied are on the target, also while a
+        # re-copy pass after a restart is behind (its answers then start in the earlier pass).
+        frontier = index.replicated_end(synced)
         if translation.known and frontier is not None and source_end is not None:
             not_replicated = max(0, source_end - frontier)
     else:
