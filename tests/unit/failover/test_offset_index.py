@@ -758,3 +758,18 @@ def test_a_rebuilt_sync_over_a_lost_one_is_still_a_conflict() -> None:
     index = index_of(run_sync(0, 10, (0, 0, 10)), run_sync(20, 30, (20, 20, 10)))
     with pytest.raises(SyncConflictError, match="holds no copy there"):
         index.apply(run_sync(10, 30, (10, 10, 20)))
+
+
+def test_failback_without_the_earlier_pass_in_the_index_may_reread_but_never_skips() -> None:
+    # Pass 1 copied 0-29 to 0-29, the worker restarted at 5 and copied 5-19 again to 100-114.
+    # Retention deleted pass 1's syncs and kept the re-copy's: the index never saw pass 1.
+    index = index_of(run_sync(5, 20, (5, 100, 15)))
+    # A consumer of the copies that read up to 104 has read pass 1 whole (0-29) and 5-9 again:
+    # the true answer is 30. The index can only know 10. It errs towards reading again, never
+    # towards skipping; the note in docs/offset-syncs.md says when this can happen.
+    answer = index.translate_upstream(TP, 105)
+    assert answer.offset is not None and answer.offset <= 30
+    assert answer == Translation(10, Reason.EXACT)
+    # With pass 1's syncs kept, the same question is answered exactly.
+    full = index_of(run_sync(0, 30, (0, 0, 30)), run_sync(5, 20, (5, 100, 15)))
+    assert full.translate_upstream(TP, 105) == Translation(30, Reason.EXACT)
