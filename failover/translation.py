@@ -12,8 +12,8 @@ anything; otherwise ``reason`` says why not and ``pending`` says how far off it 
                                          skipped; records copied later may be read again.
     RECOPY_BEHIND       set      no      a re-copy pass (after a worker restart or a lost sync) has
                                          not caught up with what an earlier pass copied: the offset
-                                         is where the consumer skips nothing that is on the target,
-                                         and up to ``pending`` records it had consumed are read again
+                                         is where the consumer skips nothing on the target, and
+                                         ``pending`` records it had consumed are read again
     REPLICATION_GAP     set      no      the replicator jumped over ``pending`` source offsets
                                          (e.g. retention deleted them before they were copied);
                                          whatever records were there are missing on the target
