@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 
+from failover import naming
 from failover.errors import PolicyError
 from failover.keepalive import LastCopy
 
@@ -35,34 +36,35 @@ def slot_of(topic: str, partition: int, slots: int) -> int:
 
 @dataclass(frozen=True)
 class SlotNames:
-    """Names of the Kafka objects that carry one flow's slots, all on the flow's target."""
+    """Names of the Kafka objects that carry one flow's slots, all on the flow's target (built by
+    :mod:`failover.naming`)."""
 
     source_alias: str
     target_alias: str
 
     @property
     def flow_key(self) -> str:
-        return f"{self.source_alias}-{self.target_alias}"
+        return naming.flow_key(self.source_alias, self.target_alias)
 
     @property
     def slots_topic(self) -> str:
         """One partition per slot; the ``.internal`` suffix keeps every flow from copying it."""
-        return f"drsvc.slots.{self.flow_key}.internal"
+        return naming.slots_topic(self.source_alias, self.target_alias)
 
     @property
     def membership_group(self) -> str:
         """The consumer group whose assignment of :attr:`slots_topic` says who owns which slot."""
-        return f"drsvc-slots.{self.flow_key}"
+        return naming.slot_membership_group(self.source_alias, self.target_alias)
 
     @property
     def progress_group(self) -> str:
         """The group on the target whose offsets are committed in each slot's transactions:
         the next source offset to copy, per source partition, atomically with the copies and
         their offset syncs."""
-        return f"drsvc-replicator.{self.flow_key}"
+        return naming.replicator_group(self.source_alias, self.target_alias)
 
     def transactional_id(self, slot: int) -> str:
-        return f"drsvc.{self.flow_key}.{slot}"
+        return naming.transactional_id(self.source_alias, self.target_alias, slot)
 
 
 PROGRESS_FORMAT_VERSION = 1

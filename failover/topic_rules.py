@@ -29,6 +29,11 @@ import re
 from dataclasses import dataclass, field
 
 from failover.errors import PatternError, PolicyError
+from failover.naming import (
+    DEFAULT_CHECKPOINTS_TOPIC,
+    DEFAULT_HEARTBEATS_TOPIC,
+    DEFAULT_OFFSET_SYNCS_TOPIC,
+)
 from failover.replication_policy import ReplicationPolicy, topic_name_problem
 
 SOURCE_PLACEHOLDER = "{source}"
@@ -53,9 +58,9 @@ class InternalTopicNames:
     - ``checkpoints``: on the target of each flow (compacted), translated group offsets.
     """
 
-    heartbeats: str = "heartbeats"
-    offset_syncs: str = "drsvc.offset-syncs.{source}"
-    checkpoints: str = "{source}.checkpoints.internal"
+    heartbeats: str = DEFAULT_HEARTBEATS_TOPIC
+    offset_syncs: str = DEFAULT_OFFSET_SYNCS_TOPIC
+    checkpoints: str = DEFAULT_CHECKPOINTS_TOPIC
 
     def __post_init__(self) -> None:
         problem = topic_name_problem(self.heartbeats)

@@ -26,12 +26,13 @@ from drsvc.runtime.replication.settings import worker_settings
 from drsvc.runtime.replication.worker import FlowWorker
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
+from failover import naming
 
 DEFAULT_TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "active-active.yaml"
 
 
 def _end_offsets(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drsvc-demo-reader"})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": naming.DEMO_READER_GROUP})
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:

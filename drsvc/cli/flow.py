@@ -14,11 +14,11 @@ from drsvc.cli.common import ConsulOption, StateDirOption, TopologyOption, resol
 from drsvc.errors import ConfigError
 from drsvc.runtime.replication.control import (
     FlowControl,
-    control_key,
     read_control,
     write_control,
 )
 from drsvc.topology.loader import load_topology
+from failover import naming
 
 FlowArgument = Annotated[str, typer.Argument(help="The flow, e.g. east->west.")]
 TopicOption = Annotated[
@@ -37,7 +37,8 @@ def _target(
     address = resolve_consul(consul, state_dir)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")
-    return ConsulClient(address), control_key(topology.namespace, flow.source, flow.target)
+    key = naming.flow_control_key(topology.namespace, flow.source, flow.target)
+    return ConsulClient(address), key
 
 
 def _update(

@@ -15,8 +15,9 @@ from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.errors import KafkaUnavailableError, LocalEnvError
+from failover import naming
 
-SMOKE_TOPIC = "drsvc-smoke"
+SMOKE_TOPIC = naming.SMOKE_TOPIC
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def kafka_round_trip(alias: str, bootstrap_servers: str, timeout_s: float = 30.0
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap_servers,
-            "group.id": f"drsvc-smoke-{token}",
+            "group.id": naming.smoke_group(token),
             "enable.auto.commit": "false",
             "auto.offset.reset": "earliest",
         }
@@ -70,8 +71,8 @@ def kafka_round_trip(alias: str, bootstrap_servers: str, timeout_s: float = 30.0
 def consul_round_trip(http_addr: str) -> None:
     client = ConsulClient(http_addr)
     token = uuid.uuid4().hex
-    client.kv_put("drsvc/smoke", token)
-    if client.kv_get("drsvc/smoke") != token:
+    client.kv_put(naming.SMOKE_KEY, token)
+    if client.kv_get(naming.SMOKE_KEY) != token:
         raise LocalEnvError(f"Consul at {http_addr} did not return the value just written")
 
 

@@ -31,6 +31,7 @@ from drsvc.errors import ConfigError
 from drsvc.topology.base import NAME_PATTERN, FrozenModel, Name
 from drsvc.topology.rules import cross_field_problems
 from drsvc.topology.security import SecurityConfig
+from failover import naming
 from failover.replication_policy import (
     DEFAULT_SEPARATOR,
     IdentityPolicy,
@@ -346,13 +347,15 @@ class Application(FrozenModel):
 class InternalTopicsConfig(FrozenModel):
     """Names of drsvc's own topics; ``{source}`` is replaced by a flow's source alias."""
 
-    heartbeats: str = Field(default="heartbeats", description="Heartbeats topic on every cluster.")
+    heartbeats: str = Field(
+        default=naming.DEFAULT_HEARTBEATS_TOPIC, description="Heartbeats topic on every cluster."
+    )
     offset_syncs: str = Field(
-        default="drsvc.offset-syncs.{source}",
+        default=naming.DEFAULT_OFFSET_SYNCS_TOPIC,
         description="Offset-syncs topic on each flow's target.",
     )
     checkpoints: str = Field(
-        default="{source}.checkpoints.internal",
+        default=naming.DEFAULT_CHECKPOINTS_TOPIC,
         description="Checkpoints topic (compacted) on each flow's target.",
     )
 

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from failover import offset_syncs, provenance
+from failover.topic_rules import InternalTopicNames
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -164,7 +165,7 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") ->
 
 
 def read_syncs(bootstrap: str, source_alias: str) -> list[offset_syncs.OffsetSync]:
-    topic = f"drsvc.offset-syncs.{source_alias}"
+    topic = InternalTopicNames().offset_syncs_topic(source_alias)
     syncs = []
     for record in read_all(bootstrap, topic):
         assert record.key is not None and record.value is not None

@@ -39,6 +39,7 @@ from replication_support import (
 
 from drsvc.adapters.kafka_admin import admin_client
 from drsvc.devenv.environment import EnvironmentInfo
+from failover import naming
 from failover.checkpoints import CheckpointKey
 
 pytestmark = pytest.mark.timeout(240)
@@ -66,7 +67,9 @@ class Stack:
 
 
 def replicator_progress(east: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": east, "group.id": "drsvc-replicator.east-west"})
+    consumer = Consumer(
+        {"bootstrap.servers": east, "group.id": naming.replicator_group("east", "west")}
+    )
     try:
         partitions = [TopicPartition(topic, p) for p in end_offsets(east, topic)]
         return {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}

@@ -39,9 +39,8 @@ from drsvc.adapters.kafka_admin import (
     describe_topics,
 )
 from drsvc.devenv.environment import EnvironmentInfo
-from drsvc.runtime.checkpoints.group_sync import active_key
 from drsvc.runtime.checkpoints.sync_origin import decode_origin
-from failover import provenance
+from failover import naming, provenance
 from failover.checkpoints import CheckpointKey
 
 pytestmark = pytest.mark.timeout(300)
@@ -89,7 +88,9 @@ def write_topology(
 
 
 def replicator_progress(east: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": east, "group.id": "drsvc-replicator.east-west"})
+    consumer = Consumer(
+        {"bootstrap.servers": east, "group.id": naming.replicator_group("east", "west")}
+    )
     try:
         partitions = [TopicPartition(topic, p) for p in end_offsets(east, topic)]
         return {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
@@ -377,7 +378,7 @@ def test_a_rewind_during_a_switch_reaches_the_target_once_the_switch_is_over(sta
     commit(east, group, source, {0: 900, 1: 900})
     wait_committed_on_west(stack, group, remote, {0: 800, 1: 900}, 60, f"{group} synced onto west")
 
-    key = active_key(stack.namespace, "rewound-app")
+    key = naming.app_active_key(stack.namespace, "rewound-app")
     stack.consul.kv_put(key, "null")  # a switch is under way: nothing is synced
     try:
         rewound = {0: 500, 1: 400}

@@ -26,9 +26,10 @@ from drsvc.adapters.kafka_admin import (
     describe_group,
 )
 from drsvc.devenv.environment import EnvironmentInfo
-from drsvc.runtime.checkpoints.group_sync import GroupOffsetSyncer, active_key
+from drsvc.runtime.checkpoints.group_sync import GroupOffsetSyncer
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin
 from drsvc.topology.models import Topology
+from failover.naming import app_active_key
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -267,7 +268,7 @@ def test_an_application_active_on_the_target_is_not_synced(
     group = f"active-{uuid.uuid4().hex[:8]}"
     setup = make_setup(cluster_pair, consul, [app("orders", group)])
     idle_classic_group(setup.west, group, setup.topic, {0: 1, 1: 1})
-    key = active_key(setup.topology.namespace, "orders")
+    key = app_active_key(setup.topology.namespace, "orders")
 
     consul.kv_put(key, "west")
     result = setup.syncer.sync(group, {setup.tp(0): 5, setup.tp(1): 5})

@@ -29,6 +29,7 @@ from replication_support import (
 )
 
 from drsvc.adapters.kafka_admin import admin_client
+from failover import naming
 
 Values = dict[int, list[bytes]]
 
@@ -73,7 +74,7 @@ def caught_up(bootstrap: str, flow: str, topic: str, partitions: int) -> bool:
     """The flow's worker committed every partition up to its end: everything is copied and
     every copy has its sync (progress is committed only over acknowledged syncs)."""
     source, target = flow.split("->")
-    progress = committed(bootstrap, f"drsvc-replicator.{source}-{target}", topic, partitions)
+    progress = committed(bootstrap, naming.replicator_group(source, target), topic, partitions)
     ends = stable_ends(bootstrap, topic, partitions)
     return all(progress.get(p, -1) >= end for p, end in ends.items())
 

@@ -25,6 +25,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.errors import KafkaUnavailableError, PermanentError
 from drsvc.runtime.translation.sync_reader import QUIET, topic_bounds
+from failover import naming
 from failover.checkpoints import (
     Checkpoint,
     CheckpointFormatError,
@@ -115,7 +116,7 @@ def read_checkpoints(
     consumer = Consumer(
         {
             **client_config,
-            "group.id": "drsvc-checkpoints-reader",  # assigned only: never joined, never committed
+            "group.id": naming.CHECKPOINTS_READER_GROUP,  # assigned: never joined nor committed
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed",

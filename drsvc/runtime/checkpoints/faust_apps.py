@@ -37,22 +37,16 @@ from drsvc.runtime.checkpoints.metrics import CheckpointMetrics
 from drsvc.runtime.checkpoints.settings import CheckpointSettings
 from drsvc.runtime.checkpoints.stream import CheckpointStream, ClusterReader, Emission
 from drsvc.runtime.checkpoints.sync_follower import SyncFollower
+from failover import naming
 from failover.checkpoints import encode_key, encode_value
 
-__all__ = ["StreamRunner", "app_id", "broker_urls", "build_app"]
+__all__ = ["StreamRunner", "broker_urls", "build_app"]
 
 log = logging.getLogger(__name__)
-
-APP_ID_PREFIX = "drsvc-checkpoints."
 
 SETTLED_SYNC_STATUSES = frozenset({"synced", "unchanged", "not-opted-in"})
 """Group sync outcomes that need no retry: anything else (failed, refused, active on the target,
 a switch under way ...) is offered again after ``resync_s``."""
-
-
-def app_id(alias: str, suffix: str = "") -> str:
-    """The faust app id (and consumer group) of cluster ``alias``."""
-    return f"{APP_ID_PREFIX}{alias}{suffix}"
 
 
 def broker_urls(alias: str, client_config: Mapping[str, str]) -> list[str]:
@@ -70,7 +64,7 @@ def broker_urls(alias: str, client_config: Mapping[str, str]) -> list[str]:
 
 def build_app(alias: str, client_config: Mapping[str, str], settings: CheckpointSettings) -> Any:
     """A faust app for cluster ``alias`` (a ``faust.App``; typed Any because faust is untyped)."""
-    name = app_id(alias, settings.app_id_suffix)
+    name = naming.checkpoints_app_id(alias, settings.app_id_suffix)
     data_dir: Path = settings.data_dir / name
     app: Any = faust.App(
         name,

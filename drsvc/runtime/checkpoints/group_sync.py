@@ -59,6 +59,7 @@ from drsvc.adapters.kafka_admin import (
 from drsvc.errors import ConfigError
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin, encode_origin
 from drsvc.topology.models import Application, Flow, Topology
+from failover import naming
 from failover.unknown_translation import (
     UnknownTranslation,
     describe_reason,
@@ -76,7 +77,6 @@ __all__ = [
     "PartitionDecision",
     "PartitionSync",
     "TargetGroups",
-    "active_key",
     "decide_partition",
     "parse_active_value",
 ]
@@ -118,11 +118,6 @@ refused, or commits failed."""
 Origin = Literal["translated", "earliest"]
 
 _SWITCHING_VALUES = frozenset({"", "none"})
-
-
-def active_key(namespace: str, application: str) -> str:
-    """The Consul KV key holding the cluster where ``application`` is active."""
-    return f"drsvc/{namespace}/apps/{application}/active"
 
 
 # -- where the application is active (pure) -------------------------------------------------------
@@ -476,7 +471,7 @@ class GroupOffsetSyncer:
         return app
 
     def _active_cluster(self, app: Application) -> ActiveCluster:
-        key = active_key(self._topology.namespace, app.name)
+        key = naming.app_active_key(self._topology.namespace, app.name)
         if self._consul is None:
             return ActiveCluster(app.preferred, "active", "no Consul configured: preferred cluster")
         return parse_active_value(self._consul.kv_get(key), app, self._topology.aliases, key)

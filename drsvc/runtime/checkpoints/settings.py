@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OWN_GROUP_PREFIX", "CheckpointSettings"]
-
-OWN_GROUP_PREFIX = "drsvc-"
-"""drsvc's own consumer groups (replicators, checkpoint apps, readers) are never checkpointed."""
+__all__ = ["CheckpointSettings"]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.checkpoints.group_reader import GroupCommit
 from drsvc.runtime.checkpoints.metrics import PartitionNumbers
 from drsvc.runtime.checkpoints.plan import StreamPlan
-from drsvc.runtime.checkpoints.settings import OWN_GROUP_PREFIX
 from drsvc.runtime.checkpoints.sync_follower import SyncFollower
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin
 from drsvc.runtime.translation.cluster_view import CommittedOffset
@@ -59,6 +58,7 @@ from failover.checkpoints import (
     decide,
     exposure,
 )
+from failover.naming import OWN_GROUP_PREFIX
 from failover.offset_syncs import TopicPartition
 
 __all__ = [

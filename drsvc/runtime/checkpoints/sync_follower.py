@@ -32,6 +32,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from drsvc.errors import KafkaUnavailableError, PermanentError
 from drsvc.runtime.checkpoints.plan import SyncSource
 from drsvc.runtime.translation.sync_reader import QUIET, SyncTopicRead, read_sync_topic
+from failover import naming
 
 __all__ = ["Gap", "SyncFollower", "SyncRecord"]
 
@@ -142,7 +143,7 @@ class SyncFollower:
             self._gap_reader = Consumer(
                 {
                     **self._client,
-                    "group.id": "drsvc-checkpoints-reader",  # never joined, never committed
+                    "group.id": naming.CHECKPOINTS_READER_GROUP,  # never joined, never committed
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "isolation.level": "read_committed",

@@ -33,7 +33,7 @@ from drsvc.runtime.heartbeats.topic import (
     ensure_heartbeat_topic,
     heartbeat_admin,
 )
-from failover import heartbeats
+from failover import heartbeats, naming
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class EmitterSettings:
     cluster: str
     #: librdkafka settings of a client of the cluster (bootstrap servers, security)
     client: Mapping[str, str]
-    topic: str = "heartbeats"
+    topic: str = naming.DEFAULT_HEARTBEATS_TOPIC
     interval_s: float = 1.0
     #: how long a heartbeat may wait for the cluster before it is dropped; None: three intervals
     message_timeout_ms: int | None = None
@@ -97,7 +97,7 @@ def producer_config(settings: EmitterSettings) -> dict[str, Any]:
             # the first heartbeat after a broker restart by as much.
             "reconnect.backoff.max.ms": 1000,
             "socket.connection.setup.timeout.ms": max(1000, min(10_000, timeout_ms)),
-            "client.id": f"drsvc-heartbeats-{settings.cluster}",
+            "client.id": naming.heartbeats_client_id(settings.cluster),
             "log_level": 3,
             "logger": kafka_client_logger(),
         }

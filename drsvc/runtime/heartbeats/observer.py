@@ -38,7 +38,7 @@ from drsvc.runtime.heartbeats.metrics import HeartbeatMetrics, heartbeat_metrics
 from drsvc.runtime.heartbeats.outage import OutageLog
 from drsvc.runtime.heartbeats.topic import find_topics, heartbeat_admin
 from drsvc.topology.models import Topology
-from failover import heartbeats
+from failover import heartbeats, naming
 from failover.heartbeats import Freshness, FreshnessTracker
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def consumer_config(client: Mapping[str, str], observer: str) -> dict[str, Any]:
     config: dict[str, Any] = dict(client)
     config.update(
         {
-            "group.id": f"drsvc-heartbeat-observer.{observer}",
+            "group.id": naming.heartbeat_observer_group(observer),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "latest",
@@ -89,7 +89,7 @@ def consumer_config(client: Mapping[str, str], observer: str) -> dict[str, Any]:
             "fetch.wait.max.ms": 100,
             "reconnect.backoff.max.ms": 1000,
             "socket.connection.setup.timeout.ms": 3000,
-            "client.id": f"drsvc-heartbeat-observer-{observer}",
+            "client.id": naming.heartbeat_observer_client_id(observer),
             "log_level": 3,
             "logger": kafka_client_logger(),
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from drsvc.runtime.replication.settings import WorkerSettings
+from failover import naming
 
 
 def consumer_config(s: WorkerSettings) -> dict[str, Any]:
@@ -28,7 +29,7 @@ def consumer_config(s: WorkerSettings) -> dict[str, Any]:
             "fetch.wait.max.ms": 100,
             "queued.max.messages.kbytes": s.fetch_queue_kbytes,
             "max.partition.fetch.bytes": 4 * 1024 * 1024,
-            "client.id": f"drsvc-{s.flow_id}",
+            "client.id": naming.flow_client_id(s.flow_id),
             "log_level": 4,
         }
     )
@@ -53,7 +54,7 @@ def producer_config(s: WorkerSettings) -> dict[str, Any]:
             "message.max.bytes": s.max_request_bytes,
             # Learn about grown remote topics quickly (the default is five minutes).
             "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),
-            "client.id": f"drsvc-{s.flow_id}",
+            "client.id": naming.flow_client_id(s.flow_id),
             "log_level": 4,
         }
     )

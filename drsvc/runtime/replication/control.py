@@ -1,8 +1,9 @@
 """Operator control of a running flow: pause and resume it or single topics, throttle it.
 
 The control document lives in Consul KV at ``drsvc/<namespace>/flows/<source>/<target>/control``
-as JSON, so every worker of the flow, on any machine, follows the same switch; workers read it
-at every topic refresh (a few seconds). No document means: running, unthrottled.
+(:func:`failover.naming.flow_control_key`) as JSON, so every worker of the flow, on any machine,
+follows the same switch; workers read it at every topic refresh (a few seconds). No document
+means: running, unthrottled.
 """
 
 from __future__ import annotations
@@ -50,10 +51,6 @@ class FlowControl:
             )
         except (ValueError, AttributeError, TypeError) as err:
             raise ConfigError(f"flow control document at {key} is invalid: {err}") from err
-
-
-def control_key(namespace: str, source: str, target: str) -> str:
-    return f"drsvc/{namespace}/flows/{source}/{target}/control"
 
 
 def read_control(client: ConsulClient, key: str) -> FlowControl:

@@ -51,7 +51,7 @@ from drsvc.runtime.heartbeats.client_logs import kafka_client_logger
 from drsvc.runtime.heartbeats.outage import OutageLog
 from drsvc.runtime.heartbeats.topic import ensure_heartbeat_topic, find_topics, heartbeat_admin
 from drsvc.runtime.replication.settings import WorkerSettings
-from failover import provenance
+from failover import naming, provenance
 from failover.topic_rules import is_heartbeats_topic, topic_verdict
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def lane_consumer_config(s: WorkerSettings) -> dict[str, Any]:
     config: dict[str, Any] = dict(s.source_client)
     config.update(
         {
-            "group.id": f"drsvc-heartbeats.{s.source_alias}-{s.target_alias}",
+            "group.id": naming.heartbeat_lane_group(s.source_alias, s.target_alias),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "latest",
@@ -127,7 +127,7 @@ def lane_consumer_config(s: WorkerSettings) -> dict[str, Any]:
             "topic.metadata.refresh.interval.ms": 5_000,
             "reconnect.backoff.max.ms": 1_000,
             "socket.connection.setup.timeout.ms": 3_000,
-            "client.id": f"drsvc-heartbeats-{s.flow_id}",
+            "client.id": naming.heartbeats_client_id(s.flow_id),
             "log_level": 3,
             "logger": kafka_client_logger(),
         }
@@ -148,7 +148,7 @@ def lane_producer_config(s: WorkerSettings) -> dict[str, Any]:
             "request.timeout.ms": LANE_MESSAGE_TIMEOUT_MS - 1000,
             "reconnect.backoff.max.ms": 1_000,
             "socket.connection.setup.timeout.ms": 3_000,
-            "client.id": f"drsvc-heartbeats-{s.flow_id}",
+            "client.id": naming.heartbeats_client_id(s.flow_id),
             "log_level": 3,
             "logger": kafka_client_logger(),
         }

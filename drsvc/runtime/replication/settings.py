@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drsvc.runtime.replication.control import control_key
 from drsvc.topology.models import Flow, Topology
+from failover import naming
 from failover.replication_policy import ReplicationPolicy
 from failover.topic_rules import InternalTopicNames, NameFilter
 
@@ -117,11 +117,11 @@ def worker_settings(
         "allow_multi_hop": flow.multi_hop,
         "source_client": source.client_config(bootstrap.get(flow.source)),
         "target_client": target.client_config(bootstrap.get(flow.target)),
-        "group_id": f"drsvc-replicator.{flow.source}-{flow.target}",
+        "group_id": naming.replicator_group(flow.source, flow.target),
         "sync_topic": names.offset_syncs_topic(flow.source),
         "start_kind": flow.start.kind,
         "start_timestamp_ms": flow.start.timestamp_ms,
-        "control_key": control_key(topology.namespace, flow.source, flow.target),
+        "control_key": naming.flow_control_key(topology.namespace, flow.source, flow.target),
         "delivery": flow.delivery,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

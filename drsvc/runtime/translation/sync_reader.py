@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
 from drsvc.errors import KafkaUnavailableError, PermanentError
+from failover import naming
 from failover.offset_index import OffsetIndex, SyncConflictError, SyncPosition
 from failover.offset_syncs import SyncFormatError, TopicPartition, decode_key, decode_value
 
@@ -150,7 +151,7 @@ def _consumer_config(client_config: Mapping[str, str]) -> dict[str, str | int | 
     config.update(
         {
             # Never used to commit: the reader assigns partitions and keeps no progress.
-            "group.id": "drsvc-translate",
+            "group.id": naming.TRANSLATE_READER_GROUP,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed",

@@ -11,8 +11,9 @@ import pytest
 
 from drsvc.cli.main import main
 from drsvc.errors import ConfigError
-from drsvc.runtime.checkpoints.faust_apps import app_id, broker_urls, build_app
+from drsvc.runtime.checkpoints.faust_apps import broker_urls, build_app
 from drsvc.runtime.checkpoints.settings import CheckpointSettings
+from failover.naming import checkpoints_app_id
 
 
 def test_the_sync_agents_consumer_reads_committed_without_a_static_member_id(
@@ -44,7 +45,7 @@ def test_broker_urls() -> None:
         "kafka://a:1",
         "kafka://b:2",
     ]
-    assert app_id("west") == "drsvc-checkpoints.west"
+    assert checkpoints_app_id("west") == "drsvc-checkpoints.west"
 
 
 def test_security_settings_faust_is_not_given_are_refused() -> None:

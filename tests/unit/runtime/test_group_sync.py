@@ -16,12 +16,12 @@ from drsvc.adapters.kafka_admin import GroupOffset, PartitionError
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
 from drsvc.runtime.checkpoints.group_sync import (
     GroupOffsetSyncer,
-    active_key,
     decide_partition,
     parse_active_value,
 )
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin, encode_origin
 from drsvc.topology.models import Application, Flow, Topology
+from failover.naming import app_active_key
 
 Partition = tuple[str, int]
 T0, T1 = ("east.orders", 0), ("east.orders", 1)
@@ -126,10 +126,6 @@ def syncer(
 
 ORDERS = Application(name="orders", groups=("g",), topics=("orders",), preferred="east")
 KEY = "drsvc/t/apps/orders/active"
-
-
-def test_active_key() -> None:
-    assert active_key("prod", "orders") == "drsvc/prod/apps/orders/active"
 
 
 @pytest.mark.parametrize(
@@ -373,7 +369,7 @@ def test_a_group_the_flow_does_not_translate_is_not_touched() -> None:
     ],
 )
 def test_the_active_key_can_stop_the_sync(value: str, status: str) -> None:
-    sync, target = syncer(kv=FakeKeyValues({active_key("t", "orders"): value}))
+    sync, target = syncer(kv=FakeKeyValues({app_active_key("t", "orders"): value}))
     result = sync.sync("orders-consumer", {T0: 5})
     assert (result.status, result.partitions) == (status, ())
     assert target.calls == []

@@ -1,0 +1,194 @@
+"""Every name drsvc gives to what it keeps in Kafka and Consul, each built in exactly one place.
+
+A name here is state: a consumer group holds committed progress, a transactional id fences a
+previous writer, a Consul key holds a decision. Renaming one silently orphans that state, so
+nothing else in drsvc spells these names out; it calls the functions below. Each says what the
+name is and on which cluster it lives. ``<flow-key>`` is ``<source>-<target>`` (a flow's id,
+``<source>-><target>``, is not a legal Kafka name).
+
+Names that a topology may change are not here but in
+:class:`failover.topic_rules.InternalTopicNames` (``heartbeats``, ``drsvc.offset-syncs.<source>``,
+``<source>.checkpoints.internal``; their defaults are below), and remote topic names
+(``east.orders`` on west) come from the flow's
+:class:`failover.replication_policy.ReplicationPolicy`.
+
+Every consumer group drsvc uses starts with :data:`OWN_GROUP_PREFIX`: the checkpoint stream and
+the group offset sync recognise drsvc's own groups by it and never translate or move them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CHECKPOINTS_READER_GROUP",
+    "DEFAULT_CHECKPOINTS_TOPIC",
+    "DEFAULT_HEARTBEATS_TOPIC",
+    "DEFAULT_OFFSET_SYNCS_TOPIC",
+    "DEMO_READER_GROUP",
+    "OWN_GROUP_PREFIX",
+    "SMOKE_KEY",
+    "SMOKE_TOPIC",
+    "SYNC_REPAIR_GROUP",
+    "TRANSLATE_READER_GROUP",
+    "app_active_key",
+    "checkpoints_app_id",
+    "consul_prefix",
+    "flow_client_id",
+    "flow_control_key",
+    "flow_key",
+    "heartbeat_lane_group",
+    "heartbeat_observer_client_id",
+    "heartbeat_observer_group",
+    "heartbeats_client_id",
+    "progress_reader_group",
+    "replicator_group",
+    "slot_membership_group",
+    "slots_topic",
+    "smoke_group",
+    "transactional_id",
+]
+
+OWN_GROUP_PREFIX = "drsvc-"
+"""Prefix of every consumer group (and faust app id) of drsvc; groups with it are never
+checkpointed nor synced."""
+
+# -- topics (defaults of the configurable names; ``{source}`` is a flow's source alias) ----------
+
+DEFAULT_HEARTBEATS_TOPIC = "heartbeats"
+"""On every cluster: one record a second from its emitter. Replicated like a user topic
+(``east.heartbeats`` on west), so its freshness there says east is alive and reaching west."""
+
+DEFAULT_OFFSET_SYNCS_TOPIC = "drsvc.offset-syncs.{source}"
+"""On each flow's target: where every copied run's source offsets map to target offsets."""
+
+DEFAULT_CHECKPOINTS_TOPIC = "{source}.checkpoints.internal"
+"""On each flow's target (compacted): the source groups' positions translated to the target."""
+
+
+def flow_key(source: str, target: str) -> str:
+    """The flow's part of the names below: ``<source>-<target>``."""
+    return f"{source}-{target}"
+
+
+def slots_topic(source: str, target: str) -> str:
+    """On the target of an exactly-once flow: one partition per slot, so that a consumer group's
+    assignment of it says who owns which slot. The ``.internal`` suffix keeps every flow from
+    copying it."""
+    return f"drsvc.slots.{flow_key(source, target)}.internal"
+
+
+# -- consumer groups and transactional ids --------------------------------------------------------
+
+
+def replicator_group(source: str, target: str) -> str:
+    """A flow's progress group, ``drsvc-replicator.<flow-key>``.
+
+    At least once: the group on the **source** whose members share the flow's partitions and
+    commit the next source offset to copy. Exactly once: the group on the **target** whose offsets
+    are committed inside each slot's transaction (:class:`failover.slots.SlotProgress`)."""
+    return f"{OWN_GROUP_PREFIX}replicator.{flow_key(source, target)}"
+
+
+def progress_reader_group(source: str, target: str) -> str:
+    """On the source of an exactly-once flow: the id its consumer must carry; partitions are
+    assigned by slot, so the group is never joined and never commits."""
+    return f"{replicator_group(source, target)}.reader"
+
+
+def slot_membership_group(source: str, target: str) -> str:
+    """On the target of an exactly-once flow: the group over :func:`slots_topic` whose
+    assignment decides which worker owns which slot."""
+    return f"{OWN_GROUP_PREFIX}slots.{flow_key(source, target)}"
+
+
+def transactional_id(source: str, target: str, slot: int) -> str:
+    """On the target of an exactly-once flow: the transactional id of one slot; whoever
+    initialises it fences the slot's previous owner."""
+    return f"drsvc.{flow_key(source, target)}.{slot}"
+
+
+def heartbeat_lane_group(source: str, target: str) -> str:
+    """On the source: the id of the flow's heartbeat lane consumer (assigned only, never joined,
+    never commits); distinct from :func:`replicator_group`, whose partitions it must not share."""
+    return f"{OWN_GROUP_PREFIX}heartbeats.{flow_key(source, target)}"
+
+
+def heartbeat_observer_group(observer: str) -> str:
+    """On cluster ``observer``: the id of the consumer reading the heartbeats replicated to it
+    (assigned only, never joined, never commits)."""
+    return f"{OWN_GROUP_PREFIX}heartbeat-observer.{observer}"
+
+
+def checkpoints_app_id(cluster: str, suffix: str = "") -> str:
+    """On ``cluster`` (a flow target, or a cluster holding a reverse flow's syncs): the faust app
+    id of the checkpoint stream, which is also its consumer group over the sync topics there.
+    ``suffix`` keeps processes that run different flows out of each other's group."""
+    return f"{OWN_GROUP_PREFIX}checkpoints.{cluster}{suffix}"
+
+
+CHECKPOINTS_READER_GROUP = f"{OWN_GROUP_PREFIX}checkpoints-reader"
+"""On a flow's target: the id of consumers that read sync and checkpoint topics by assignment
+(never joined, never committed)."""
+
+TRANSLATE_READER_GROUP = f"{OWN_GROUP_PREFIX}translate"
+"""On a flow's target: the id of the consumer that reads a sync topic for a translation
+(assigned only, never commits)."""
+
+SYNC_REPAIR_GROUP = f"{OWN_GROUP_PREFIX}sync-repair"
+"""On a flow's target: the id of the consumer that scans remote topics for copies without offset
+syncs after a crash (assigned only, never commits)."""
+
+DEMO_READER_GROUP = f"{OWN_GROUP_PREFIX}demo-reader"
+"""On the local clusters: the id of the consumer ``drsvc demo`` reads topic metadata with."""
+
+
+def smoke_group(token: str) -> str:
+    """On each local cluster: a one-off group that reads back one smoke record."""
+    return f"{OWN_GROUP_PREFIX}smoke-{token}"
+
+
+# -- client ids (what brokers and ``drsvc status`` show as a member's owner) -------------------
+
+
+def flow_client_id(flow_id: str, role: str = "") -> str:
+    """The client id of a replication worker's client of flow ``flow_id`` (``east->west``);
+    ``role`` tells the clients of one worker apart (``progress``, ``slot-3`` ...)."""
+    return f"drsvc-{flow_id}" + (f"-{role}" if role else "")
+
+
+def heartbeats_client_id(name: str) -> str:
+    """The client id of a heartbeat emitter (``name`` is its cluster) or lane (its flow id)."""
+    return f"drsvc-heartbeats-{name}"
+
+
+def heartbeat_observer_client_id(observer: str) -> str:
+    """The client id of the heartbeat observer on cluster ``observer``."""
+    return f"drsvc-heartbeat-observer-{observer}"
+
+
+# -- Consul KV ------------------------------------------------------------------------------------
+
+
+def consul_prefix(namespace: str) -> str:
+    """Every key of a topology's namespace lives under ``drsvc/<namespace>/``."""
+    return f"drsvc/{namespace}"
+
+
+def app_active_key(namespace: str, application: str) -> str:
+    """Where ``application`` is active: a cluster alias (or none while a switch is under way).
+    Only the failover executor writes it; the group offset sync reads it."""
+    return f"{consul_prefix(namespace)}/apps/{application}/active"
+
+
+def flow_control_key(namespace: str, source: str, target: str) -> str:
+    """The flow's control document (pause, resume, throttle), written by ``drsvc flow`` and
+    followed by every worker of the flow."""
+    return f"{consul_prefix(namespace)}/flows/{source}/{target}/control"
+
+
+# -- the local environment's smoke test ------------------------------------------------------
+
+SMOKE_TOPIC = "drsvc-smoke"
+"""On each local cluster: ``drsvc dev smoke`` writes one record here and reads it back."""
+
+SMOKE_KEY = "drsvc/smoke"
+"""In the local Consul agent, outside any namespace: ``drsvc dev smoke`` writes and reads it."""
