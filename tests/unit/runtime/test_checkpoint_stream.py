@@ -4,8 +4,6 @@ counting, and one whole cycle with a fake faust topic and a fake group syncer.""
 from __future__ import annotations
 
 import asyncio
-import sys
-import types
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import TopicInfo
 from drsvc.errors import ConfigError
 from drsvc.runtime.checkpoints.faust_apps import StreamRunner
@@ -324,9 +323,7 @@ class FakeTopic:
         return future
 
 
-def test_a_runner_cycle_writes_counts_and_offers_exact_positions_to_the_group_syncer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_runner_cycle_writes_counts_and_offers_exact_positions_to_the_group_syncer() -> None:
     stream, east, west = one_way_setup()
     east.commit("g", "orders", {0: 650})
     registry = CollectorRegistry()
@@ -345,14 +342,8 @@ def test_a_runner_cycle_writes_counts_and_offers_exact_positions_to_the_group_sy
             }
             return None
 
-    module = types.ModuleType("fake_group_sync")
-    module.GroupOffsetSyncer = Syncer  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fake_group_sync", module)
-    monkeypatch.setattr(
-        "drsvc.runtime.checkpoints.group_sync_hook.SYNCER_MODULE", "fake_group_sync"
-    )
     topo = stream.topology
-    hook = GroupSyncHook(topo, stream.flow, {"bootstrap.servers": "x:1"})
+    hook = GroupSyncHook(topo, stream.flow, {"bootstrap.servers": "x:1"}, syncer_factory=Syncer)
     runner = StreamRunner(stream, east, west, CheckpointMetrics(registry), hook)
     runner.topic = FakeTopic()
     asyncio.run(runner.cycle())
@@ -407,15 +398,34 @@ def test_a_failing_cycle_is_counted_and_the_next_one_runs() -> None:
     )
 
 
-def test_without_a_group_syncer_module_the_hook_does_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(
-        "drsvc.runtime.checkpoints.group_sync_hook.SYNCER_MODULE", "no_such_module_anywhere"
-    )
+def test_the_hook_builds_its_syncer_once_on_the_first_offer() -> None:
     topo = topology(ONE_WAY)
-    hook = GroupSyncHook(topo, topo.flows[0], {"bootstrap.servers": "x:1"})
+    built: list[tuple[object, ...]] = []
+    offers: list[str] = []
+
+    class Syncer:
+        def __init__(self, *args: object) -> None:
+            built.append(args)
+
+        def sync(self, group: str, offsets: Any, rewound: Any, unknown: Any, origins: Any) -> None:
+            offers.append(group)
+
+    consul = ConsulClient("127.0.0.1:1")
+    hook = GroupSyncHook(
+        topo, topo.flows[0], {"bootstrap.servers": "x:1"}, consul, syncer_factory=Syncer
+    )
+    assert built == []  # nothing is built (nor checked) before the first offer
     assert hook.offer("g", {("east.orders", 0): 1}, (), {}, {}) is None
+    assert hook.offer("h", {("east.orders", 0): 2}, (), {}, {}) is None
+    assert built == [(topo, topo.flows[0], {"bootstrap.servers": "x:1"}, consul)]
+    assert offers == ["g", "h"]
+
+
+def test_the_default_syncer_is_the_group_offset_syncer_built_on_the_first_offer() -> None:
+    topo = topology(ONE_WAY)
+    hook = GroupSyncHook(topo, topo.flows[0], {})  # refused by the syncer, not by the hook
+    with pytest.raises(ConfigError, match="group offset sync: the target client config"):
+        hook.offer("g", {("east.orders", 0): 1}, (), {}, {})
 
 
 # -- recreated topics, re-copy passes -------------------------------------------------------------
