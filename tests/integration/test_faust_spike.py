@@ -34,12 +34,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+from faust_spike_app import changelog_topic
 
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import EnvironmentInfo
-from drsvc.streams.faust_spike import changelog_topic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: run as a script: the spike is test support, not part of the drsvc package
+SPIKE_APP = Path(__file__).with_name("faust_spike_app.py")
 PARTITIONS = 2
 OUTPUT_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 60.0
@@ -52,7 +54,7 @@ BATCH_AFTER_RESTART = Counter({"faust": 2, "stream": 1, "changelog": 3})
 
 
 class Worker:
-    """One ``python -m drsvc.streams.faust_spike`` process writing to its own log file."""
+    """One ``faust_spike_app.py`` worker process writing to its own log file."""
 
     def __init__(self, args: Sequence[str], log_path: Path) -> None:
         self.log_path = log_path
@@ -61,8 +63,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "drsvc.streams.faust_spike",
+                str(SPIKE_APP),
                 *args,
                 "--ready-file",
                 str(self.ready_file),

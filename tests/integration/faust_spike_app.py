@@ -1,5 +1,8 @@
 """Spike: a minimal faust app (one agent, one changelog-backed table) against Kafka 4.x.
 
+Test support for ``test_faust_spike.py``, not part of drsvc: it keeps the findings of
+``docs/faust-on-kafka4.md`` checked against the pinned faust, aiokafka and Kafka versions.
+
 The app counts words read from an input topic in a table and emits ``word=count`` for every word
 it sees to an output topic. Input records should be keyed by the word so that a word always lands
 in the same partition: the table is co-partitioned with the input topic and each count is kept
@@ -7,7 +10,8 @@ in the same partition: the table is co-partitioned with the input topic and each
 
 Nothing is built at import time. Run it as a worker process with::
 
-    python -m drsvc.streams.faust_spike --bootstrap HOST:PORT --app-id ID --input IN --output OUT
+    python tests/integration/faust_spike_app.py --bootstrap HOST:PORT --app-id ID --input IN \
+        --output OUT
 
 The worker runs its own event loop and stops cleanly on SIGTERM or SIGINT. With ``--ready-file``
 it writes that file each time a rebalance has fully completed (table recovery included), which is

@@ -1,1 +1,0 @@
-"""Stream processing for drsvc (faust-streaming on aiokafka)."""
