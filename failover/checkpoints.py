@@ -29,6 +29,7 @@ import struct
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from failover.errors import CheckpointFormatError
 from failover.translation import Reason
 
 __all__ = [
@@ -88,10 +89,6 @@ _MAX_NAME_BYTES = 0xFFFF
 _MAX_REASON_BYTES = 0xFF
 _MAX_METADATA_BYTES = 1 << 20  # far above Kafka's offset.metadata.max.bytes (4096 by default)
 _MAX_OFFSET = (1 << 63) - 1
-
-
-class CheckpointFormatError(ValueError):
-    """Bytes are not a checkpoint key or value this build can read, or a checkpoint is invalid."""
 
 
 class CheckpointKey(NamedTuple):

@@ -1,18 +1,40 @@
 """Errors of the pure core.
 
 ``failover`` cannot import ``drsvc`` (dependencies point one way), so it has its own small
-hierarchy. Every error here is also a :class:`ValueError`: they all mean "this input breaks a
-rule", which lets pydantic validators in the service raise them directly and report them under the
-field that was wrong::
+hierarchy, and every error ``failover`` raises on purpose is defined here. Every one is also a
+:class:`ValueError`: they all mean "this input breaks a rule", which lets pydantic validators in
+the service raise them directly and report them under the field that was wrong, and lets callers
+that catch ``ValueError`` keep doing so::
 
-    CoreError                 base of every error raised on purpose by ``failover``
-    ├── PolicyError           a replication-policy or topic-naming rule is broken
-    └── PatternError          an include/exclude regular expression does not compile
+    CoreError                     base of every error raised on purpose by ``failover``
+    ├── PolicyError               a replication-policy or topic-naming rule is broken
+    ├── PatternError              an include/exclude regular expression does not compile
+    ├── SyncConflictError         an offset sync contradicts the offset index
+    └── FormatError               bytes are not a record this build can read (or write)
+        ├── SyncFormatError       an offset sync key or value
+        ├── IndexSnapshotError    an offset index snapshot
+        ├── CheckpointFormatError a checkpoint key or value
+        ├── HeartbeatFormatError  a heartbeat record
+        └── ProvenanceFormatError a provenance header
 
-The service wraps them into :class:`drsvc.errors.ConfigError` where it turns input into effects.
+The modules that raise them re-export them (``failover.offset_syncs.SyncFormatError`` ...).
+The service wraps them into :mod:`drsvc.errors` where it turns input into effects.
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "CheckpointFormatError",
+    "CoreError",
+    "FormatError",
+    "HeartbeatFormatError",
+    "IndexSnapshotError",
+    "PatternError",
+    "PolicyError",
+    "ProvenanceFormatError",
+    "SyncConflictError",
+    "SyncFormatError",
+]
 
 
 class CoreError(ValueError):
@@ -34,3 +56,32 @@ class PatternError(CoreError):
         self.pattern = pattern
         self.reason = reason
         super().__init__(f"invalid regex {pattern!r}: {reason}")
+
+
+class SyncConflictError(CoreError):
+    """A sync contradicts the index (two writers, out-of-order syncs, a reused target topic)."""
+
+
+class FormatError(CoreError):
+    """Bytes are not a record of a format (or version) this build can read; decoders never
+    guess."""
+
+
+class SyncFormatError(FormatError):
+    """Bytes are not a valid offset sync (or key) of a format version this build can read."""
+
+
+class IndexSnapshotError(FormatError):
+    """Bytes are not a snapshot this build can read (foreign, newer version, or damaged)."""
+
+
+class CheckpointFormatError(FormatError):
+    """Bytes are not a checkpoint key or value this build can read, or a checkpoint is invalid."""
+
+
+class HeartbeatFormatError(FormatError):
+    """A heartbeat record that this version cannot read or write."""
+
+
+class ProvenanceFormatError(FormatError):
+    """A provenance header value that this version cannot read."""

@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass
 from enum import StrEnum
 
-from failover.errors import CoreError
+from failover.errors import HeartbeatFormatError
 
 HEARTBEAT_VERSION = 1
 
@@ -37,10 +37,6 @@ _TAIL = struct.Struct(">qQQ")
 _MAX_U64 = (1 << 64) - 1
 _MIN_I64 = -(1 << 63)
 _MAX_I64 = (1 << 63) - 1
-
-
-class HeartbeatFormatError(CoreError):
-    """A heartbeat record that this version cannot read or write."""
 
 
 @dataclass(frozen=True, slots=True)

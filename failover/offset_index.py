@@ -70,6 +70,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from failover.errors import IndexSnapshotError, SyncConflictError
 from failover.offset_syncs import TOPIC_ID_SIZE, OffsetSync, Segment, TopicPartition
 from failover.translation import (
     BEFORE_SYNCS,
@@ -104,14 +105,6 @@ _REASONS = tuple(Reason)
 _BEFORE_CODE = _REASONS.index(Reason.BEFORE_SYNCS)
 _AHEAD_CODE = _REASONS.index(Reason.AHEAD_OF_SYNCS)
 _EXACT_CODE = _REASONS.index(Reason.EXACT)
-
-
-class SyncConflictError(ValueError):
-    """A sync contradicts the index (two writers, out-of-order syncs, a reused target topic)."""
-
-
-class IndexSnapshotError(ValueError):
-    """Bytes are not a snapshot this build can read (foreign, newer version, or damaged)."""
 
 
 class SyncPosition(NamedTuple):

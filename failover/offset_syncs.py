@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from failover.errors import SyncFormatError
+
 __all__ = [
     "KEY_MAGIC",
     "KEY_VERSION",
@@ -78,10 +80,6 @@ _KEY_HEAD = struct.Struct(">BBH")  # magic, version, topic length
 _KEY_TAIL = struct.Struct(">i")  # partition
 _VALUE_HEAD = struct.Struct(">BBi16s16sqqqI")
 _SEGMENT = struct.Struct(">III")  # source gap, target gap, count
-
-
-class SyncFormatError(ValueError):
-    """Bytes are not a valid offset sync (or key) of a format version this build can read."""
 
 
 class TopicPartition(NamedTuple):

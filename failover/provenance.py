@@ -27,6 +27,8 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from failover.errors import ProvenanceFormatError
+
 PROVENANCE_HEADER = "drsvc.provenance"
 PROVENANCE_VERSION = 1
 
@@ -34,10 +36,6 @@ _PARTITION = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
 _MAX_ALIAS_BYTES = 0xFF
 _MAX_TOPIC_BYTES = 0xFFFF
-
-
-class ProvenanceFormatError(ValueError):
-    """A provenance header value that this version cannot read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from drsvc.runtime.heartbeats.outage import OutageLog
 from drsvc.runtime.heartbeats.topic import find_topics, heartbeat_admin
 from drsvc.topology.models import Topology
 from failover import heartbeats, naming
+from failover.errors import HeartbeatFormatError
 from failover.heartbeats import Freshness, FreshnessTracker
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ class HeartbeatObserver:
     ) -> str | None:
         try:
             return heartbeats.decode(value).source
-        except heartbeats.HeartbeatFormatError as err:
+        except HeartbeatFormatError as err:
             if len(expected) == 1:
                 # A newer format still says "a heartbeat arrived"; the name says whose.
                 (source,) = expected
