@@ -82,9 +82,19 @@ def register(app: typer.Typer) -> None:
         sync_keepalive_s: Annotated[
             float | None,
             typer.Option(
-                help="Exactly-once flows: write an idle partition's last copy again as an offset "
-                "sync after this long (default: a quarter of the sync topic's retention).",
+                help="Write an idle partition's last copy again as an offset sync after this "
+                "long, so its consumers' positions stay translatable after the sync topic's "
+                "retention (default: a quarter of that retention; it must be shorter).",
                 min=0.1,
+            ),
+        ] = None,
+        sync_retention_ms: Annotated[
+            int | None,
+            typer.Option(
+                help="retention.ms of the flow's offset-sync topic when the worker creates it "
+                "(default: 7 days). For tests of keepalive syncs.",
+                min=1,
+                hidden=True,
             ),
         ] = None,
         transaction_timeout_ms: Annotated[
@@ -127,6 +137,7 @@ def register(app: typer.Typer) -> None:
             slots=slots,
             progress_refresh_s=progress_refresh_s,
             sync_keepalive_s=sync_keepalive_s,
+            sync_retention_ms=sync_retention_ms,
             transaction_timeout_ms=transaction_timeout_ms,
         )
         if settings.consul_http_addr is None:

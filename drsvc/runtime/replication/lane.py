@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
 from drsvc.runtime.replication.metrics import PartitionCounters
 from failover.copy_progress import PartitionProgress
+from failover.keepalive import (
+    KeepalivePolicy,
+    LastCopy,
+    PartitionSyncState,
+    keepalive_due,
+    keepalive_sync,
+    last_copy_of,
+)
+from failover.offset_syncs import OffsetSync
 
 
 @dataclass
@@ -24,8 +34,8 @@ class Lane:
     resume_from: int = 0
     next_sync_ticket: int = 0
     #: syncs written and not yet acknowledged, in write order: ticket -> (run end or -1, the
-    #: run's source leader epoch)
-    unacked_syncs: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: run's source leader epoch, the sync; None once it is known not to be on the target)
+    unacked_syncs: dict[int, tuple[int, int, OffsetSync | None]] = field(default_factory=dict)
     acked_syncs: set[int] = field(default_factory=set)
     #: a sync was lost: rebuild syncs from the target before copying again
     needs_repair: bool = False
@@ -47,6 +57,74 @@ class Lane:
     repair_at: float = 0.0
     #: what metrics show of this partition (shared with later lanes of the same partition)
     counters: PartitionCounters = field(default_factory=PartitionCounters)
+    #: the newest copy an acknowledged sync maps, what a keepalive sync repeats (see
+    #: :mod:`failover.keepalive`); None while unknown
+    last_copy: LastCopy | None = None
+    #: when a sync holding ``last_copy`` was last acknowledged (monotonic ms; None: unknown)
+    copy_synced_at_ms: int | None = None
+    #: only syncs from this ticket on may set ``last_copy``: those written before a restart of
+    #: the lane describe records before a gap (retention) or another topic (recreated)
+    copy_tickets_from: int = 0
+    #: the lane started at its committed progress: once idle, its last copy may be learned from
+    #: the sync topic's tail (after a restart it is otherwise unknown until the next copy)
+    learn_last_copy: bool = False
+    #: when this worker was given the partition (monotonic s)
+    assigned_at: float = 0.0
+
+    def syncs_acknowledged(self, syncs: Sequence[OffsetSync], now_ms: int) -> None:
+        """The target acknowledged ``syncs`` (in write order): follow the last copy they map.
+
+        A keepalive sync counts like any other: it holds the last copy, so the time restarts.
+        """
+        if any(sync.segments for sync in syncs):
+            self.last_copy = last_copy_of(syncs, self.last_copy)
+            self.copy_synced_at_ms = now_ms
+
+    def sync_state(self) -> PartitionSyncState | None:
+        """What a keepalive of this partition would be made of, or None while none may be
+        written: during a rewind or its backoff, a lost-sync repair, a restart of the lane (after
+        retention or for a recreated topic), or while syncs are unacknowledged (the read
+        position ``commit_position`` must be the end of everything the target holds).
+
+        A partition paused by an operator keeps getting keepalives: it is idle, nothing else."""
+        progress = self.progress
+        backing_off = self.resume_at is not None and not self.operator_paused
+        if (
+            self.unacked_syncs
+            or self.lost_syncs
+            or self.rebuild_tickets
+            or self.needs_repair
+            or self.reset_to is not None
+            or self.new_topic_ids is not None
+            or not progress.accepting
+            or backing_off
+        ):
+            return None
+        return PartitionSyncState(
+            tp=progress.tp,
+            source_topic_id=progress.source_topic_id,
+            target_topic_id=progress.target_topic_id,
+            last_copy=self.last_copy,
+            read_up_to=progress.commit_position,
+            copy_synced_at_ms=self.copy_synced_at_ms,
+        )
+
+    def keepalive(self, policy: KeepalivePolicy, now_ms: int) -> OffsetSync | None:
+        """The keepalive sync to write now, if one is due (see :meth:`sync_state`)."""
+        if self.last_copy is None:
+            return None  # the common case of a partition never copied: no state to build
+        state = self.sync_state()
+        if state is None or not keepalive_due(state, policy, now_ms):
+            return None
+        return keepalive_sync(state)
+
+    def restarted(self) -> None:
+        """The lane copies a new stretch (after a gap) or a new topic: forget the last copy, and
+        ignore the acknowledgements still due for syncs written before."""
+        self.last_copy = None
+        self.copy_synced_at_ms = None
+        self.copy_tickets_from = self.next_sync_ticket
+        self.learn_last_copy = False
 
 
 @dataclass
@@ -63,3 +141,4 @@ class WorkerStats:
     records_lost_to_retention: int = 0
     log_truncations: int = 0
     stalled_partitions: int = 0
+    keepalive_syncs_written: int = 0

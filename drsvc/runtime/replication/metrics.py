@@ -50,6 +50,10 @@ WORKER_COUNTERS: tuple[tuple[str, str], ...] = (
         "stalled_partitions",
         "Times a partition stopped advancing while its log had more (an open transaction).",
     ),
+    (
+        "keepalive_syncs_written",
+        "Keepalive offset syncs written for idle partitions (at-least-once workers).",
+    ),
 )
 
 

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from drsvc.errors import KafkaUnavailableError
 from failover import offset_syncs, provenance
+from failover.keepalive import LastCopy, last_copy_of
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,64 @@ def written_sync_end(
         return 0
     finally:
         consumer.close()
+
+
+def written_last_copy(
+    target_client: Mapping[str, Any],
+    sync_topic: str,
+    tp: offset_syncs.TopicPartition,
+    topic_ids: tuple[bytes, bytes],
+    max_scan: int,
+    timeout_s: float = 60.0,
+) -> LastCopy | None:
+    """The newest copy a written sync of ``tp`` maps (under ``topic_ids``), read backwards from
+    the sync topic's end like :func:`written_sync_end`, at most ``max_scan`` records back; None
+    when none is found there.
+
+    A worker restarted at its committed progress learns an idle partition's last copy this way,
+    so that its keepalive syncs go on (:mod:`failover.keepalive`).
+    """
+    consumer = Consumer(_tail_reader_config(target_client))
+    try:
+        marks = _watermarks(consumer, TopicPartition(sync_topic, 0), timeout_s)
+        if marks is None:
+            return None
+        low, high = marks
+        key = offset_syncs.encode_key(tp.topic, tp.partition)
+        end, window = high, min(FIRST_WINDOW, max_scan)
+        while end > low and high - end < max_scan:
+            begin = max(low, end - window, high - max_scan)
+            found = _last_copy_in(consumer, sync_topic, begin, end, key, topic_ids, timeout_s)
+            if found is not None:
+                return found
+            end, window = begin, window * 4
+        return None
+    finally:
+        consumer.close()
+
+
+def _last_copy_in(
+    consumer: Consumer,
+    sync_topic: str,
+    begin: int,
+    end: int,
+    key: bytes,
+    topic_ids: tuple[bytes, bytes],
+    timeout_s: float,
+) -> LastCopy | None:
+    """The last copy of the last sync keyed ``key`` with copies in ``[begin, end)``."""
+    syncs = []
+    for msg in _read_range(consumer, TopicPartition(sync_topic, 0), begin, end, timeout_s):
+        if msg.key() != key:
+            continue
+        try:
+            sync = offset_syncs.decode_value("x", 0, msg.value() or b"")
+        except offset_syncs.SyncFormatError:
+            continue  # not a sync this build reads: the index refuses it anyway
+        if (sync.source_topic_id, sync.target_topic_id) == topic_ids:
+            syncs.append(sync)
+    # Syncs of a partition are written in target order: the last one with copies holds it.
+    return last_copy_of(syncs, None)
 
 
 def _last_mapped_target(

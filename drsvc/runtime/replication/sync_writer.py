@@ -9,6 +9,7 @@ persisted are rebuilt from the target's own log (provenance headers, see :mod:`.
 from __future__ import annotations
 
 import logging
+import time
 from functools import partial
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -41,7 +42,7 @@ class SyncWriter:
             end = finished.end if index == len(finished.syncs) - 1 else -1
             ticket = lane.next_sync_ticket
             lane.next_sync_ticket += 1
-            lane.unacked_syncs[ticket] = (end, sync.leader_epoch)
+            lane.unacked_syncs[ticket] = (end, sync.leader_epoch, sync)
             tickets.append(ticket)
             while True:
                 try:
@@ -85,22 +86,31 @@ class SyncWriter:
 
     def _lost_syncs_replaced(self, lane: Lane) -> None:
         """The rebuilt syncs are on the target: the lost writes' copies are mapped again."""
+        for ticket in lane.lost_syncs:
+            # Not on the target: their copies are no last copy a keepalive could repeat.
+            end, epoch, _sync = lane.unacked_syncs[ticket]
+            lane.unacked_syncs[ticket] = (end, epoch, None)
         lane.acked_syncs |= lane.lost_syncs
         lane.lost_syncs = set()
 
     def advance(self, lane: Lane) -> None:
         """Move progress over the syncs acknowledged in write order (acks can come out of order
-        when some fail)."""
+        when some fail), and the last copy they map along with it (what keepalives repeat)."""
+        written: list[offset_syncs.OffsetSync] = []
         while lane.unacked_syncs:
             first = next(iter(lane.unacked_syncs))
             if first not in lane.acked_syncs:
                 break
-            end, epoch = lane.unacked_syncs.pop(first)
+            end, epoch, sync = lane.unacked_syncs.pop(first)
             lane.acked_syncs.discard(first)
+            if sync is not None and first >= lane.copy_tickets_from:
+                written.append(sync)
             if end >= 0:
                 lane.progress.persisted(end, epoch)
                 if end > lane.resume_from:
                     lane.failures_in_a_row = 0
+        if written:
+            lane.syncs_acknowledged(written, round(time.monotonic() * 1000))
 
     def repair(self, lane: Lane, timeout_s: float) -> None:
         """After lost writes: map what can still be mapped, and let progress wait for the re-copy.
@@ -113,9 +123,9 @@ class SyncWriter:
         re-copy starts it over instead of passing records whose only copies are unmapped.
         """
         first_lost = min(lane.lost_syncs, default=lane.next_sync_ticket)
-        for ticket, (_end, epoch) in list(lane.unacked_syncs.items()):
+        for ticket, (_end, epoch, sync) in list(lane.unacked_syncs.items()):
             if ticket >= first_lost:
-                lane.unacked_syncs[ticket] = (-1, epoch)
+                lane.unacked_syncs[ticket] = (-1, epoch, sync)
         lane.rebuild_tickets = set(self.rebuild(lane, lane.repair_from, timeout_s=timeout_s))
         if not lane.rebuild_tickets:
             self._lost_syncs_replaced(lane)
@@ -177,3 +187,11 @@ class SyncWriter:
             progress.tp, progress.source_topic_id, progress.target_topic_id, copies
         )
         return self.write(lane, FinishedRun(syncs, -1))
+
+    def write_keepalive(self, lane: Lane, sync: offset_syncs.OffsetSync) -> int:
+        """Write a keepalive sync of an idle ``lane`` (:meth:`Lane.keepalive`). It moves no
+        progress (it describes nothing new); its acknowledgement restarts the lane's keepalive
+        interval like any sync holding the last copy."""
+        (ticket,) = self.write(lane, FinishedRun((sync,), -1))
+        self.stats.keepalive_syncs_written += 1
+        return ticket

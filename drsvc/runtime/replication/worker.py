@@ -15,6 +15,9 @@ One worker process runs one flow (``east->west``) in at-least-once mode:
 * Any failed delivery (including message timeouts during a long target outage) stops that
   partition, lets in-flight records settle, and rewinds the consumer to the first record that did
   not make it, with a growing pause between attempts. Nothing is skipped.
+* An idle partition's last copy is written again as a keepalive sync before the sync topic's
+  retention can delete every sync that maps it (:mod:`failover.keepalive`), so its consumers'
+  positions stay translatable however long it stays idle.
 """
 
 from __future__ import annotations
@@ -39,20 +42,26 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from drsvc.errors import FatalClientError, KafkaUnavailableError
+from drsvc.errors import ConfigError, FatalClientError, KafkaUnavailableError
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck, watch_for_stalls
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
 from drsvc.runtime.replication.control import ControlFollower
 from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
 from drsvc.runtime.replication.lane import Lane, WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
+from drsvc.runtime.replication.repair import written_last_copy
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.sync_writer import SyncWriter
 from drsvc.runtime.replication.topics import MirroredTopic, ensure_sync_topic, mirror_for
 from failover import offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
+from failover.keepalive import KeepalivePolicy
 
 log = logging.getLogger(__name__)
+
+#: how far back the sync topic is read for an idle partition's last copy after a restart; the
+#: read blocks copying, so it is bounded (beyond it the last copy waits for the next copy)
+LAST_COPY_SCAN = 200_000
 
 
 class FlowWorker:
@@ -83,6 +92,15 @@ class FlowWorker:
         self._mirror = mirror_for(settings)
         #: a fatal producer error (librdkafka cannot use the producer again): the worker stops
         self._fatal: str | None = None
+        try:
+            self._keepalive = KeepalivePolicy.for_retention(
+                settings.sync_retention_ms,
+                None
+                if settings.sync_keepalive_s is None
+                else round(settings.sync_keepalive_s * 1000),
+            )
+        except ValueError as err:
+            raise ConfigError(f"flow {settings.flow_id}: {err}") from err
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -152,6 +170,7 @@ class FlowWorker:
             if now >= next_commit:
                 self._commit(asynchronous=True)
                 self._remember_end_offsets()
+                self._write_keepalives(now)
                 next_commit = now + s.commit_interval_s
             if on_cycle is not None:
                 on_cycle(self)
@@ -362,6 +381,53 @@ class FlowWorker:
             for finished in lane.progress.take_finished():
                 self._syncs.write(lane, finished)
 
+    def _write_keepalives(self, now: float) -> None:
+        """Write the keepalive sync of every partition idle for the keepalive interval (cheap
+        when none is due: a few comparisons per partition)."""
+        now_ms = round(now * 1000)
+        looked_up = False
+        for lane in list(self._lanes.values()):
+            if lane.last_copy is None and lane.learn_last_copy and not looked_up:
+                # One bounded read of the sync topic per round, so a restart with many idle
+                # partitions does not hold copying back for long.
+                looked_up = self._learn_last_copy(lane, now)
+            sync = lane.keepalive(self._keepalive, now_ms)
+            if sync is not None:
+                self._syncs.write_keepalive(lane, sync)
+
+    def _learn_last_copy(self, lane: Lane, now: float) -> bool:
+        """After a restart at committed progress: read an idle partition's last copy from the
+        sync topic's tail. Returns whether the sync topic was read."""
+        idle = lane.progress.next_offset == lane.progress.start
+        if not idle or now - lane.assigned_at < self.settings.refresh_interval_s:
+            return False  # a partition with records learns its last copy from its own syncs
+        if lane.sync_state() is None:
+            return False
+        lane.learn_last_copy = False
+        progress = lane.progress
+        try:
+            copy = written_last_copy(
+                self.settings.target_client,
+                self.settings.sync_topic,
+                progress.tp,
+                (progress.source_topic_id, progress.target_topic_id),
+                max_scan=LAST_COPY_SCAN,
+                timeout_s=10.0,
+            )
+        except (KafkaUnavailableError, KafkaException) as err:
+            log.warning(
+                "%s-%s: cannot read its last copy from %s (%s); its keepalive syncs wait for "
+                "its next copy",
+                lane.source.topic,
+                lane.source.partition,
+                self.settings.sync_topic,
+                err,
+            )
+            return True
+        if copy is not None and lane.last_copy is None:
+            lane.last_copy = copy
+        return True
+
     def _commit(self, asynchronous: bool, lanes: list[Lane] | None = None) -> None:
         consumer = self._consumer
         assert consumer is not None
@@ -508,6 +574,7 @@ class FlowWorker:
         progress = lane.progress
         progress.seal(progress.next_offset)
         self._write_syncs()
+        lane.restarted()
         source_id, target_id = lane.new_topic_ids or (
             progress.source_topic_id,
             progress.target_topic_id,
@@ -627,7 +694,7 @@ class FlowWorker:
                 self._mirrored = self._mirror.refresh()
             except KafkaUnavailableError as err:
                 log.warning("growing remote topics for new partitions: %s", err)
-        starts, epochs = self._start_positions(consumer, partitions)
+        starts, epochs, resumed = self._start_positions(consumer, partitions)
         assigned = []
         for tp in partitions:
             mirrored = self._mirrored.get(tp.topic)
@@ -648,6 +715,8 @@ class FlowWorker:
                 prefix=provenance.header_prefix(self.settings.source_alias, tp.topic, tp.partition),
                 committed=start,
                 counters=self._counters.setdefault((tp.topic, tp.partition), PartitionCounters()),
+                learn_last_copy=(tp.topic, tp.partition) in resumed,
+                assigned_at=time.monotonic(),
             )
             self._lanes[(tp.topic, tp.partition)] = lane
             self._syncs.rebuild(lane, start)
@@ -662,12 +731,15 @@ class FlowWorker:
 
     def _start_positions(
         self, consumer: Consumer, partitions: list[TopicPartition]
-    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-        """Where to start each partition, and the leader epoch committed with those starts that
-        are the committed progress itself."""
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int], set[tuple[str, int]]]:
+        """Where to start each partition, the leader epoch committed with those starts that
+        are the committed progress itself, and the partitions whose start is that progress."""
         committed = consumer.committed(partitions, timeout=30)
         starts: dict[tuple[str, int], int] = {}
         epochs: dict[tuple[str, int], int] = {}
+        # A keepalive [s_last, F) claims nothing was to copy between: true from committed
+        # progress only, not where retention deleted records first or the start was chosen.
+        resumed: set[tuple[str, int]] = set()
         timestamp = self.settings.start_timestamp_ms
         wanted_times = []
         for tp in committed:
@@ -689,6 +761,8 @@ class FlowWorker:
                         low,
                     )
                 starts[key] = max(tp.offset, low)
+                if tp.offset >= low:
+                    resumed.add(key)
                 epoch = tp.leader_epoch
                 if tp.offset >= low and epoch is not None and epoch >= 0:
                     epochs[key] = epoch
@@ -703,7 +777,7 @@ class FlowWorker:
             for found in consumer.offsets_for_times(wanted_times, timeout=30):
                 if found.offset >= 0:
                     starts[(found.topic, found.partition)] = found.offset
-        return starts, epochs
+        return starts, epochs, resumed
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lanes = [lane for tp in partitions if (lane := self._lanes.get((tp.topic, tp.partition)))]
