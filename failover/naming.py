@@ -31,6 +31,7 @@ __all__ = [
     "TRANSLATE_READER_GROUP",
     "app_active_key",
     "checkpoints_app_id",
+    "checkpoints_app_suffix",
     "consul_prefix",
     "flow_client_id",
     "flow_control_key",
@@ -123,6 +124,13 @@ def checkpoints_app_id(cluster: str, suffix: str = "") -> str:
     id of the checkpoint stream, which is also its consumer group over the sync topics there.
     ``suffix`` keeps processes that run different flows out of each other's group."""
     return f"{OWN_GROUP_PREFIX}checkpoints.{cluster}{suffix}"
+
+
+def checkpoints_app_suffix(flow_id: str) -> str:
+    """The :func:`checkpoints_app_id` suffix of a process that runs one flow's stream only:
+    ``.<flow-key>`` for flow ``<source>-><target>``."""
+    source, _, target = flow_id.partition("->")
+    return "." + flow_key(source, target)
 
 
 CHECKPOINTS_READER_GROUP = f"{OWN_GROUP_PREFIX}checkpoints-reader"

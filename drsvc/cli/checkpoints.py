@@ -27,6 +27,7 @@ from drsvc.errors import ConfigError, DrsvcError
 from drsvc.runtime.checkpoints.service import prepare_service, read_flow_checkpoints, run_service
 from drsvc.runtime.checkpoints.settings import CheckpointSettings
 from drsvc.runtime.metrics_server import serve_metrics
+from failover import naming
 
 log = logging.getLogger("drsvc.checkpoints")
 
@@ -81,7 +82,7 @@ def register(app: typer.Typer) -> None:
         settings = CheckpointSettings(
             data_dir=data_dir,
             interval_s=interval_s,
-            app_id_suffix="" if flow_id is None else "." + flow_id.replace("->", "-"),
+            app_id_suffix="" if flow_id is None else naming.checkpoints_app_suffix(flow_id),
         )
         try:
             prepared = prepare_service(

@@ -16,6 +16,7 @@ def test_flow_names_on_kafka() -> None:
     assert naming.heartbeat_lane_group("east", "west") == "drsvc-heartbeats.east-west"
     assert naming.heartbeat_observer_group("west") == "drsvc-heartbeat-observer.west"
     assert naming.checkpoints_app_id("west", ".east-west") == "drsvc-checkpoints.west.east-west"
+    assert naming.checkpoints_app_suffix("east->west") == ".east-west"
     assert naming.CHECKPOINTS_READER_GROUP == "drsvc-checkpoints-reader"
     assert naming.TRANSLATE_READER_GROUP == "drsvc-translate"
     assert naming.SYNC_REPAIR_GROUP == "drsvc-sync-repair"
