@@ -180,7 +180,6 @@ class ExactlyOnceWorker:
             failed_max_s=settings.max_retry_backoff_s,
         )
         self.transactions_timed_out = 0
-        self.keepalive_syncs_written = 0
         try:
             self._keepalive = KeepalivePolicy.for_retention(
                 settings.sync_retention_ms,
@@ -609,7 +608,7 @@ class ExactlyOnceWorker:
                     # Idle past the keepalive interval: repeat the last copy, or the sync
                     # topic's retention deletes every sync that maps the partition.
                     self._produce_sync(producer, keepalive_sync(self._sync_state(part, position)))
-                    self.keepalive_syncs_written += 1
+                    self.stats.keepalive_syncs_written += 1
                     synced_at = now
                 next_target = part.last_target + 1 if part.last_target >= 0 else part.next_target
                 progress = SlotProgress(position, part.source_topic_id, last_copy)

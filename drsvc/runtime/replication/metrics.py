@@ -52,7 +52,12 @@ WORKER_COUNTERS: tuple[tuple[str, str], ...] = (
     ),
     (
         "keepalive_syncs_written",
-        "Keepalive offset syncs written for idle partitions (at-least-once workers).",
+        "Keepalive offset syncs written for idle partitions.",
+    ),
+    (
+        "log_truncations",
+        "Times a source partition was found truncated below the copied position (unclean "
+        "leader election; at-least-once workers).",
     ),
 )
 

@@ -136,13 +136,7 @@ class FlowWorker:
         next_seal = time.monotonic() + s.seal_interval_s
         next_commit = time.monotonic() + s.commit_interval_s
         while not self._stop.is_set():
-            if self._fatal is not None:
-                # Every record would fail and rewind forever: stop, so that the supervisor (or
-                # the operator) starts a worker with a new producer. What was acknowledged is
-                # committed on the way out; the rest is copied again by the next worker.
-                raise FatalClientError(
-                    f"the producer of flow {self.flow_id} hit a fatal error: {self._fatal}"
-                )
+            self.raise_if_fatal()
             now = time.monotonic()
             if now >= next_refresh:
                 self._apply_control()
@@ -293,6 +287,15 @@ class FlowWorker:
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
             producer.poll(min(left, 0.1))
+
+    def raise_if_fatal(self) -> None:
+        """Stop copying after a fatal producer error: every record would fail and rewind
+        forever. The supervisor (or the operator) then starts a worker with a new producer; what
+        was acknowledged is committed on the way out, the rest is copied again by the next one."""
+        if self._fatal is not None:
+            raise FatalClientError(
+                f"the producer of flow {self.flow_id} hit a fatal error: {self._fatal}"
+            )
 
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
