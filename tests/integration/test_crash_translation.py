@@ -102,19 +102,19 @@ def copy_while_killing(
     copies; then let replication catch up until the source's end offsets translate exactly.
     Returns those end offsets."""
     logs.mkdir()
-    with SteadyProducer(east, topic) as producer:
-        worker = WorkerProcess(topology, "east->west", logs / "worker-0.log", *extra)
-        for kill in range(1, KILLS + 1):
-            # Kill it while it copies: once it has partitions (or slots) and records flow.
-            wait_for(lambda w=worker: copied_so_far(w) > 0, 60, f"worker {kill - 1} to copy")
-            time.sleep(rng.uniform(1.0, 3.0))
-            assert worker.proc.poll() is None, worker.log_tail()
-            worker.kill()
-            worker = WorkerProcess(topology, "east->west", logs / f"worker-{kill}.log", *extra)
-        time.sleep(3)
-        producer.stop()
-        assert producer.sent > 30_000, f"only {producer.sent} records produced"
+    worker = WorkerProcess(topology, "east->west", logs / "worker-0.log", *extra)
     try:
+        with SteadyProducer(east, topic) as producer:
+            for kill in range(1, KILLS + 1):
+                # Kill it while it copies: once it has partitions (or slots) and records flow.
+                wait_for(lambda w=worker: copied_so_far(w) > 0, 60, f"worker {kill - 1} to copy")
+                time.sleep(rng.uniform(1.0, 3.0))
+                assert worker.proc.poll() is None, worker.log_tail()
+                worker.kill()
+                worker = WorkerProcess(topology, "east->west", logs / f"worker-{kill}.log", *extra)
+            time.sleep(3)
+            producer.stop()
+            assert producer.sent > 30_000, f"only {producer.sent} records produced"
         ends = stable_ends(east, topic, PARTITIONS)
         consume_and_commit(east, topic, f"{topic}-end", ends, "read_committed")
         wait_for(

@@ -56,15 +56,17 @@ def test_a_group_ahead_of_a_recopy_pass_translates_where_nothing_is_skipped(
     first = WorkerProcess(
         topology, "east->west", tmp_path / "worker-1.log", "--commit-interval-s", "3600"
     )
-    wait_for(
-        lambda: (
-            end_offsets(west, f"east.{topic}").get(0, 0) >= RECORDS
-            and translate(topology, "recopy-group", "east", "west")["exact"]
-        ),
-        90,
-        "the first pass to copy everything",
-    )
-    first.kill()
+    try:
+        wait_for(
+            lambda: (
+                end_offsets(west, f"east.{topic}").get(0, 0) >= RECORDS
+                and translate(topology, "recopy-group", "east", "west")["exact"]
+            ),
+            90,
+            "the first pass to copy everything",
+        )
+    finally:
+        first.kill()
 
     # Pass 2 starts over from the source's start, throttled to a crawl.
     second = WorkerProcess(
