@@ -236,7 +236,7 @@ def test_a_transaction_the_coordinator_timed_out_is_retaken_promptly(
     stop_producing = threading.Event()
 
     def keep_producing() -> None:
-        producer = Producer({"bootstrap.servers": east, "linger.ms": 5, "acks": "all"})
+        producer = Producer({"bootstrap.servers": east, "linger.ms": 5, "enable.idempotence": True})
         seq = 0
         while not stop_producing.is_set():
             for partition in (0, 1):
