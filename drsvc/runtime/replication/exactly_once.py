@@ -58,7 +58,7 @@ from drsvc.runtime.replication.lane import WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic, ensure_sync_topic, mirror_for
-from failover import offset_syncs, provenance
+from failover import naming, offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
 from failover.errors import PolicyError
 from failover.keepalive import (
@@ -1035,8 +1035,10 @@ class ExactlyOnceWorker:
     def _source_config(self) -> dict[str, Any]:
         config = consumer_config(self.settings)
         # Partitions are assigned by slot, not by a group: this id is never used to commit.
-        config["group.id"] = f"{self.names.progress_group}.reader"
-        config["client.id"] = f"drsvc-{self.flow_id}-eos"
+        config["group.id"] = naming.progress_reader_group(
+            self.settings.source_alias, self.settings.target_alias
+        )
+        config["client.id"] = naming.flow_client_id(self.flow_id, "eos")
         return config
 
     def _progress_config(self) -> dict[str, Any]:
@@ -1047,7 +1049,7 @@ class ExactlyOnceWorker:
                 "enable.auto.commit": False,
                 # Only stable (committed) progress is read: see KIP-447.
                 "isolation.level": "read_committed",
-                "client.id": f"drsvc-{self.flow_id}-progress",
+                "client.id": naming.flow_client_id(self.flow_id, "progress"),
                 "log_level": 4,
             }
         )
@@ -1064,7 +1066,7 @@ class ExactlyOnceWorker:
                 "heartbeat.interval.ms": max(
                     500, self.settings.membership_session_timeout_ms // 10
                 ),
-                "client.id": f"drsvc-{self.flow_id}-slots",
+                "client.id": naming.flow_client_id(self.flow_id, "slots"),
                 "log_level": 4,
             }
         )
@@ -1076,7 +1078,7 @@ class ExactlyOnceWorker:
             {
                 "transactional.id": self.names.transactional_id(number),
                 "transaction.timeout.ms": self.settings.transaction_timeout_ms,
-                "client.id": f"drsvc-{self.flow_id}-slot-{number}",
+                "client.id": naming.flow_client_id(self.flow_id, f"slot-{number}"),
             }
         )
         # A transaction must finish within its timeout: no record may wait longer than that.

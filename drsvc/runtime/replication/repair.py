@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from drsvc.errors import KafkaUnavailableError
-from failover import offset_syncs, provenance
+from failover import naming, offset_syncs, provenance
 from failover.keepalive import LastCopy, last_copy_of
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ def _tail_reader_config(target_client: Mapping[str, Any]) -> dict[str, Any]:
     config = dict(target_client)
     config.update(
         {
-            "group.id": "drsvc-sync-repair",
+            "group.id": naming.SYNC_REPAIR_GROUP,
             "enable.auto.commit": False,
             "isolation.level": "read_uncommitted",
             # The end of a partition may be a transaction marker, which is never delivered: the
