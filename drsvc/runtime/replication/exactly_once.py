@@ -56,13 +56,12 @@ from drsvc.runtime.replication.control import ControlFollower
 from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
 from drsvc.runtime.replication.lane import WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
-from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.settings import WorkerSettings, keepalive_policy
 from drsvc.runtime.replication.topics import MirroredTopic, ensure_sync_topic, mirror_for
 from failover import naming, offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
 from failover.errors import PolicyError
 from failover.keepalive import (
-    KeepalivePolicy,
     LastCopy,
     PartitionSyncState,
     keepalive_due,
@@ -180,15 +179,7 @@ class ExactlyOnceWorker:
             failed_max_s=settings.max_retry_backoff_s,
         )
         self.transactions_timed_out = 0
-        try:
-            self._keepalive = KeepalivePolicy.for_retention(
-                settings.sync_retention_ms,
-                None
-                if settings.sync_keepalive_s is None
-                else round(settings.sync_keepalive_s * 1000),
-            )
-        except ValueError as err:
-            raise ConfigError(f"flow {settings.flow_id}: {err}") from err
+        self._keepalive = keepalive_policy(settings)
         if settings.progress_refresh_s <= 0:
             raise ConfigError(
                 f"flow {settings.flow_id}: the progress refresh interval must be positive "

@@ -81,37 +81,13 @@ def written_sync_end(
     timeout_s: float = 60.0,
 ) -> int:
     """One past the highest target offset a written sync of ``tp`` maps (under ``topic_ids``,
-    the source and remote topic ids); 0 when the sync topic holds none.
+    the source and remote topic ids); 0 when none is found.
 
-    Syncs of a partition are written in target order, so the last one that maps copies holds the
-    highest. The sync topic is read backwards from its end in growing windows until one is found.
+    Syncs of a partition are written in target order, so that is one past its newest mapped copy
+    (:func:`written_last_copy`, read at most :data:`MAX_SYNC_SCAN` records back).
     """
-    consumer = Consumer(_tail_reader_config(target_client))
-    try:
-        marks = _watermarks(consumer, TopicPartition(sync_topic, 0), timeout_s)
-        if marks is None:
-            return 0
-        low, high = marks
-        key = offset_syncs.encode_key(tp.topic, tp.partition)
-        end, window = high, FIRST_WINDOW
-        while end > low and high - end < MAX_SYNC_SCAN:
-            begin = max(low, end - window)
-            found = _last_mapped_target(consumer, sync_topic, begin, end, key, topic_ids, timeout_s)
-            if found is not None:
-                return found
-            end, window = begin, window * 4
-        if end > low:
-            log.warning(
-                "no offset sync of %s-%s in the last %d records of %s: rebuilding syncs for every "
-                "unmapped-looking copy",
-                tp.topic,
-                tp.partition,
-                high - end,
-                sync_topic,
-            )
-        return 0
-    finally:
-        consumer.close()
+    last = written_last_copy(target_client, sync_topic, tp, topic_ids, MAX_SYNC_SCAN, timeout_s)
+    return 0 if last is None else last.target_offset + 1
 
 
 def written_last_copy(
@@ -123,8 +99,8 @@ def written_last_copy(
     timeout_s: float = 60.0,
 ) -> LastCopy | None:
     """The newest copy a written sync of ``tp`` maps (under ``topic_ids``), read backwards from
-    the sync topic's end like :func:`written_sync_end`, at most ``max_scan`` records back; None
-    when none is found there.
+    the sync topic's end in growing windows, at most ``max_scan`` records back; None when none is
+    found there.
 
     A worker restarted at its committed progress learns an idle partition's last copy this way,
     so that its keepalive syncs go on (:mod:`failover.keepalive`).
@@ -170,31 +146,6 @@ def _last_copy_in(
             syncs.append(sync)
     # Syncs of a partition are written in target order: the last one with copies holds it.
     return last_copy_of(syncs, None)
-
-
-def _last_mapped_target(
-    consumer: Consumer,
-    sync_topic: str,
-    begin: int,
-    end: int,
-    key: bytes,
-    topic_ids: tuple[bytes, bytes],
-    timeout_s: float,
-) -> int | None:
-    """The highest target end of the syncs keyed ``key`` in ``[begin, end)`` of the sync topic."""
-    found: int | None = None
-    for msg in _read_range(consumer, TopicPartition(sync_topic, 0), begin, end, timeout_s):
-        if msg.key() != key:
-            continue
-        value = msg.value()
-        try:
-            sync = offset_syncs.decode_value("x", 0, value or b"")
-        except offset_syncs.SyncFormatError:
-            continue  # not a sync this build reads: the index refuses it anyway
-        if (sync.source_topic_id, sync.target_topic_id) != topic_ids or not sync.segments:
-            continue
-        found = max(found or 0, sync.segments[-1].target_end)
-    return found
 
 
 def _tail_reader_config(target_client: Mapping[str, Any]) -> dict[str, Any]:

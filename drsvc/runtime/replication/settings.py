@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from drsvc.errors import ConfigError
 from drsvc.topology.models import Flow, Topology
 from failover import naming
+from failover.keepalive import KeepalivePolicy
 from failover.replication_policy import ReplicationPolicy
 from failover.topic_rules import InternalTopicNames, NameFilter
 
@@ -126,3 +128,14 @@ def worker_settings(
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return WorkerSettings(**values)  # type: ignore[arg-type]
+
+
+def keepalive_policy(settings: WorkerSettings) -> KeepalivePolicy:
+    """When a worker writes an idle partition's last copy again (both delivery modes)."""
+    interval_ms = (
+        None if settings.sync_keepalive_s is None else round(settings.sync_keepalive_s * 1000)
+    )
+    try:
+        return KeepalivePolicy.for_retention(settings.sync_retention_ms, interval_ms)
+    except ValueError as err:
+        raise ConfigError(f"flow {settings.flow_id}: {err}") from err

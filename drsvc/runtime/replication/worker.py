@@ -42,7 +42,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from drsvc.errors import ConfigError, FatalClientError, KafkaUnavailableError
+from drsvc.errors import FatalClientError, KafkaUnavailableError
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck, watch_for_stalls
 from drsvc.runtime.replication.client_configs import consumer_config, producer_config
 from drsvc.runtime.replication.control import ControlFollower
@@ -50,12 +50,11 @@ from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
 from drsvc.runtime.replication.lane import Lane, WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.repair import written_last_copy
-from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.settings import WorkerSettings, keepalive_policy
 from drsvc.runtime.replication.sync_writer import SyncWriter
 from drsvc.runtime.replication.topics import MirroredTopic, ensure_sync_topic, mirror_for
 from failover import offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
-from failover.keepalive import KeepalivePolicy
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +91,7 @@ class FlowWorker:
         self._mirror = mirror_for(settings)
         #: a fatal producer error (librdkafka cannot use the producer again): the worker stops
         self._fatal: str | None = None
-        try:
-            self._keepalive = KeepalivePolicy.for_retention(
-                settings.sync_retention_ms,
-                None
-                if settings.sync_keepalive_s is None
-                else round(settings.sync_keepalive_s * 1000),
-            )
-        except ValueError as err:
-            raise ConfigError(f"flow {settings.flow_id}: {err}") from err
+        self._keepalive = keepalive_policy(settings)
 
     # ------------------------------------------------------------------ lifecycle
 
