@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
-from replication_support import read_all
+from replication_support import end_offsets, read_all, wait_for
 
-from failover import provenance
+from failover import naming, provenance
 from failover.checkpoints import Checkpoint, CheckpointKey, decode_key, decode_value
 
 CHECKPOINTS = "east.checkpoints.internal"
@@ -200,3 +200,32 @@ def brute_force_exposure(
         twice = sum(1 for t, s in copies.get(p, []) if t >= translated[p] and s < c)
         result[p] = (lost, not_copied + twice)
     return result
+
+
+def replicator_progress(east: str, topic: str) -> dict[int, int]:
+    """The east->west worker's committed progress of ``topic`` (empty while no coordinator)."""
+    consumer = Consumer(
+        {"bootstrap.servers": east, "group.id": naming.replicator_group("east", "west")}
+    )
+    try:
+        partitions = [TopicPartition(topic, p) for p in end_offsets(east, topic)]
+        return {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
+    except KafkaException as err:
+        if err.args[0].code() != KafkaError.NOT_COORDINATOR:
+            raise
+        return {}
+    finally:
+        consumer.close()
+
+
+def wait_replicated(east: str, topic: str) -> None:
+    """The east->west worker committed every partition of ``topic`` up to its end (copies and
+    syncs)."""
+    wait_for(
+        lambda: all(
+            replicator_progress(east, topic).get(p, -1) >= end
+            for p, end in end_offsets(east, topic).items()
+        ),
+        90,
+        f"east->west to copy {topic}",
+    )

@@ -24,12 +24,12 @@ from checkpoint_support import (
     commit,
     latest,
     translate_json,
+    wait_replicated,
 )
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from replication_support import (
     WorkerProcess,
     create,
-    end_offsets,
     produce,
     read_all,
     sequence_records,
@@ -39,7 +39,6 @@ from replication_support import (
 
 from drsvc.adapters.kafka_admin import admin_client
 from drsvc.devenv.environment import EnvironmentInfo
-from failover import naming
 from failover.checkpoints import CheckpointKey
 
 pytestmark = pytest.mark.timeout(240)
@@ -64,33 +63,6 @@ class Stack:
 
     def restart_worker(self, name: str) -> None:
         self.worker = WorkerProcess(self.topology, FLOW, self.tmp / f"{name}.log")
-
-
-def replicator_progress(east: str, topic: str) -> dict[int, int]:
-    consumer = Consumer(
-        {"bootstrap.servers": east, "group.id": naming.replicator_group("east", "west")}
-    )
-    try:
-        partitions = [TopicPartition(topic, p) for p in end_offsets(east, topic)]
-        return {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
-    except KafkaException as err:
-        if err.args[0].code() != KafkaError.NOT_COORDINATOR:
-            raise
-        return {}
-    finally:
-        consumer.close()
-
-
-def wait_replicated(east: str, topic: str) -> None:
-    """The worker committed every partition of ``topic`` up to its end (copies and syncs)."""
-    wait_for(
-        lambda: all(
-            replicator_progress(east, topic).get(p, -1) >= end
-            for p, end in end_offsets(east, topic).items()
-        ),
-        90,
-        f"{FLOW} to copy {topic}",
-    )
 
 
 def wait_agent_ready(agent: AgentProcess) -> None:

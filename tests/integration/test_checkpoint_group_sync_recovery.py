@@ -19,8 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from checkpoint_support import AgentProcess, checkpoint_log, commit, latest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from checkpoint_support import (
+    AgentProcess,
+    checkpoint_log,
+    commit,
+    latest,
+    wait_replicated,
+)
+from confluent_kafka import Consumer, TopicPartition
 from replication_support import (
     WorkerProcess,
     create,
@@ -85,32 +91,6 @@ def write_topology(
     }
     path.write_text(json.dumps(document, indent=2))
     return path
-
-
-def replicator_progress(east: str, topic: str) -> dict[int, int]:
-    consumer = Consumer(
-        {"bootstrap.servers": east, "group.id": naming.replicator_group("east", "west")}
-    )
-    try:
-        partitions = [TopicPartition(topic, p) for p in end_offsets(east, topic)]
-        return {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
-    except KafkaException as err:
-        if err.args[0].code() != KafkaError.NOT_COORDINATOR:
-            raise
-        return {}
-    finally:
-        consumer.close()
-
-
-def wait_replicated(east: str, topic: str) -> None:
-    wait_for(
-        lambda: all(
-            replicator_progress(east, topic).get(p, -1) >= end
-            for p, end in end_offsets(east, topic).items()
-        ),
-        90,
-        f"{FLOW} to copy {topic}",
-    )
 
 
 def delete_before(bootstrap: str, topic: str, offsets: Mapping[int, int]) -> None:
