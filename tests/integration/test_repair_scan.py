@@ -1,0 +1,60 @@
+"""The sync repair scan of a starting at-least-once worker ends at the remote partition's end,
+also when that end is a transaction marker (which no consumer is ever given)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from replication_support import (
+    create,
+    end_offsets,
+    produce,
+    read_all,
+    running_workers,
+    sequence_records,
+    wait_for,
+    write_topology,
+)
+
+from drsvc.devenv.environment import EnvironmentInfo
+from failover import provenance
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_remote_partition_ending_with_a_transaction_marker_does_not_stall_the_start(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    topic = "repair-marker"
+    create(east, topic, 1)
+    produce(east, topic, sequence_records(200, 1, tag="marker-"))
+    # The remote topic already exists and ends with a commit marker: one committed record of
+    # some earlier transactional writer, then the marker (high watermark 2, last record at 0).
+    create(west, f"east.{topic}", 1)
+    writer = Producer({"bootstrap.servers": west, "transactional.id": "repair-marker-writer"})
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    writer.produce(f"east.{topic}", b"earlier", partition=0)
+    writer.commit_transaction(30)
+    assert end_offsets(west, f"east.{topic}") == {0: 2}
+
+    topology = write_topology(
+        tmp_path / "marker.yaml",
+        "marker",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": [f"^{topic}$"]}}],
+    )
+    with running_workers(topology, ["east->west"], tmp_path) as (worker,):
+        # Before the scan ended at the partition's end it waited for an offset the marker never
+        # delivers, gave up after 60 s and failed the worker's start, again and again.
+        wait_for(
+            lambda: end_offsets(west, f"east.{topic}").get(0, 0) >= 202,
+            30,
+            "the copies behind the marker",
+        )
+        assert worker.proc.poll() is None, worker.log_tail()
+    copies = [r for r in read_all(west, f"east.{topic}") if provenance.chain(r.headers)]
+    assert [provenance.chain(r.headers)[-1].offset for r in copies] == list(range(200))
