@@ -1,12 +1,13 @@
 """The sync repair scan of a starting at-least-once worker ends at the remote partition's end,
-also when that end is a transaction marker (which no consumer is ever given)."""
+also when that end is a transaction marker (which no consumer is ever given); and its committed
+progress carries the source leader epoch."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from replication_support import (
     create,
     end_offsets,
@@ -19,7 +20,7 @@ from replication_support import (
 )
 
 from drsvc.devenv.environment import EnvironmentInfo
-from failover import provenance
+from failover import naming, provenance
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,3 +59,14 @@ def test_a_remote_partition_ending_with_a_transaction_marker_does_not_stall_the_
         assert worker.proc.poll() is None, worker.log_tail()
     copies = [r for r in read_all(west, f"east.{topic}") if provenance.chain(r.headers)]
     assert [provenance.chain(r.headers)[-1].offset for r in copies] == list(range(200))
+    # The committed progress carries the source leader epoch, so that a restart can tell a
+    # truncated source log (an unclean leader election) from its own position.
+    group = Consumer(
+        {"bootstrap.servers": east, "group.id": naming.replicator_group("east", "west")}
+    )
+    try:
+        (progress,) = group.committed([TopicPartition(topic, 0)], timeout=10)
+    finally:
+        group.close()
+    assert progress.offset == 200
+    assert progress.leader_epoch is not None and progress.leader_epoch >= 0
