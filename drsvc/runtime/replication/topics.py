@@ -111,8 +111,24 @@ class TopicMirror:
             )
             del self.mirrored[gone]
         resync = time.monotonic() - self._last_config_sync > self.config_resync_s
+        # The remote topics are looked at on every refresh, not only at a config resync: one
+        # deleted (and maybe recreated) on the target must be noticed within seconds, or copies
+        # would go to a new topic under syncs that still name the old one's id.
+        known = [m.remote_name for n, m in self.mirrored.items() if n in sources]
+        remotes = describe_topics(self.target_admin, known) if known else {}
         for name, source in sources.items():
             previous = self.mirrored.get(name)
+            if previous is not None and not resync:
+                remote = remotes.get(previous.remote_name)
+                if remote is None or remote.topic_id != previous.remote.topic_id:
+                    log.error(
+                        "remote topic %s on %s was deleted%s: offset syncs of the old topic no "
+                        "longer apply; copying into the new one from the source's start",
+                        previous.remote_name,
+                        self.target_alias,
+                        "" if remote is None else " and recreated (new topic id)",
+                    )
+                    previous = None
             if previous is not None and previous.source.topic_id != source.topic_id:
                 log.error(
                     "source topic %s on %s was deleted and recreated (new topic id): offset "
