@@ -620,11 +620,15 @@ class ExactlyOnceWorker:
             return False
         except SystemError as exc:
             # A producer in a fatal state (fenced) raises from flush() while it serves delivery
-            # reports; the Kafka error is the cause.
+            # reports; the Kafka error is the cause. Under a coordinator-side timeout the client
+            # has also been seen to raise it with no cause at all: the producer is unusable
+            # either way, and the slot is taken again from its committed progress (the failed
+            # transaction is never visible), never left to crash the worker.
             cause = exc.__cause__
-            if not isinstance(cause, KafkaException):
-                raise
-            self._drop_slot(slot, f"transaction: {cause.args[0].str()}", cause.args[0])
+            if isinstance(cause, KafkaException):
+                self._drop_slot(slot, f"transaction: {cause.args[0].str()}", cause.args[0])
+            else:
+                self._drop_slot(slot, f"transaction: {exc}", slot.failure_error)
             return False
         except _TransactionFailed as exc:
             self._drop_slot(slot, str(exc), slot.failure_error)
