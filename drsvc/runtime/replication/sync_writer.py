@@ -2,8 +2,9 @@
 
 Syncs of one source partition are written in order to the flow's sync topic. Acknowledgements can
 come out of order when some writes fail, so progress moves only over the syncs acknowledged in
-write order. A lost write holds progress back until the syncs of everything from the position then
-persisted are rebuilt from the target's own log (provenance headers, see :mod:`.repair`).
+write order. After a lost write, progress waits for the re-copy from the position then persisted:
+the lost write and every later one stop moving it, and syncs are rebuilt from the target's own log
+(provenance headers, see :mod:`.repair`) only for copies past the last written sync.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ class SyncWriter:
         self.advance(lane)
 
     def _lost_syncs_replaced(self, lane: Lane) -> None:
-        """The rebuilt syncs are on the target: the lost writes' copies are mapped again."""
+        """The rebuilt syncs are on the target: the lost writes stop blocking the queue of
+        writes (they move no progress any more; the re-copy's syncs do)."""
         for ticket in lane.lost_syncs:
             # Not on the target: their copies are no last copy a keepalive could repeat.
             end, epoch, _sync = lane.unacked_syncs[ticket]
