@@ -55,14 +55,14 @@ as they gate), ``reset_to``, ``new_topic_ids``, ``watched_position`` / ``watched
 6. Backoff over: seek ``resume_from`` and resume, retried every cycle until the seek works
    (worker.py:465-469, seek 609-627) -> :class:`TimerFired`, :class:`Resumed`.
 7. Backoff reset: when syncs acknowledged in order move progress to an end past ``resume_from``
-   (sync_writer.py:108-111) -> :class:`ProgressPersisted`.
-8. A sync write was lost (sync_writer.py:61-78): progress stops accepting at the commit position
+   (sync_writer.py:110-113) -> :class:`ProgressPersisted`.
+8. A sync write was lost (sync_writer.py:62-79): progress stops accepting at the commit position
    (copy_progress.py:143-151), ``repair_from`` = the commit position unless syncs are already
    lost, ``needs_repair`` -> :class:`SyncsLost`, phase ``REPAIRING``.
-9. Repair once nothing is in flight, before the rewind (worker.py:472-481; sync_writer.py:115-132):
+9. Repair once nothing is in flight, before the rewind (worker.py:472-481; sync_writer.py:117-134):
    on error retried 5 s later (479) -> :class:`RebuildSyncs`, :class:`RepairFailed` (phase
    ``REPAIR_RETRY_WAIT``), :class:`RepairDone` (then the rewind of 5). Rebuilt syncs still
-   unacknowledged keep the lost ones pending (sync_writer.py:81-94) ->
+   unacknowledged keep the lost ones pending (sync_writer.py:82-96) ->
    :class:`RebuiltSyncsAcknowledged`.
 10. Operator pause (worker.py:637-647, control.py:172-173, 251-264): consumer paused,
     ``resume_from`` = next offset if the lane was reading, ``resume_at`` = inf; a failure still
@@ -92,19 +92,19 @@ as they gate), ``reset_to``, ``new_topic_ids``, ``watched_position`` / ``watched
 Exactly once (exactly_once.py), for the merge; not modelled here yet because its failures are
 per slot, not per partition: ``SlotPartition`` (108-134); copying gated by the slot having no
 failure (299-301); operator pause and resume without a seek, re-applied when a slot is taken
-(368-387, 871-882); any delivery, produce or transaction failure drops the whole slot (407-415,
-618-631, 904-947) and it is taken again from committed progress after
-``failover.slots.RetakeBackoff`` (slots.py:186-220; 685-702), whose count resets on a commit
-(646); retention overtaking a position drops the slot too (437-443); a recreated or removed topic
-commits, releases and retakes the slot at once, not counted as a failure (974-988); each
+(368-387, 875-886); any delivery, produce or transaction failure drops the whole slot (407-415,
+618-635, 908-951) and it is taken again from committed progress after
+``failover.slots.RetakeBackoff`` (slots.py:186-220; 689-706), whose count resets on a commit
+(650); retention overtaking a position drops the slot too (437-443); a recreated or removed topic
+commits, releases and retakes the slot at once, not counted as a failure (978-992); each
 partition's progress is committed again when moved, due for a keepalive or for a refresh
-(448-492). Its start is the same decision (817-869) -> :func:`start_position`, with progress of
+(448-492). Its start is the same decision (821-873) -> :func:`start_position`, with progress of
 another topic id passed as none.
 
 Today's behaviours kept here that look wrong, for the engine work to decide:
 
 * An operator pause sets ``resume_from`` to the next offset, which is also the threshold that
-  resets the backoff (sync_writer.py:110), and an operator resume ends a running backoff at once.
+  resets the backoff (sync_writer.py:112), and an operator resume ends a running backoff at once.
 * A restart during a backoff or an operator pause seeks ``reset_to`` but leaves ``resume_from``
   as it was; the later resume seeks there (worker.py:466-469), past the new stretch's first
   records when ``resume_from`` is beyond ``reset_to`` (a recreated topic).
@@ -113,10 +113,10 @@ Today's behaviours kept here that look wrong, for the engine work to decide:
 * While a restart waits for nothing in flight, records still get copied (worker.py:202 does not
   look at ``reset_to``), so a busy partition may wait long.
 * A sync lost while the previous repair's rebuilt syncs are unacknowledged counts as replaced
-  once those are acknowledged (sync_writer.py:81-94): its write then moves progress again,
+  once those are acknowledged (sync_writer.py:82-96): its write then moves progress again,
   possibly past copies no sync maps; the repair it needs still runs.
 * Exactly once, a recreated source topic is logged as copied "from its start" but starts where
-  the flow's start says (exactly_once.py:833-840, 861-869).
+  the flow's start says (exactly_once.py:837-844, 865-873).
 
 One deliberate difference: today the backoff raises OverflowError at the 1025th failure in a
 row (``0.5 * 2 ** 1024``); here the doubling stops growing first, which gives the same delays
@@ -683,7 +683,7 @@ def _rebuilt_acknowledged(state: PartitionState) -> PartitionState:
     if repair.stage is RepairStage.AWAITING_ACKS:
         return replace(state, repair=None)
     # Today the acknowledgement of the previous repair's rebuilt syncs marks syncs lost since
-    # as replaced too (sync_writer.py:81-94); the repair they need still runs.
+    # as replaced too (sync_writer.py:82-96); the repair they need still runs.
     return replace(state, repair=replace(repair, lost_pending=False))
 
 
