@@ -101,17 +101,17 @@ partition's progress is committed again when moved, due for a keepalive or for a
 (448-492). Its start is the same decision (821-873) -> :func:`start_position`, with progress of
 another topic id passed as none.
 
+Two behaviours found while writing this module are fixed in the worker and modelled as fixed: a
+restart now moves the resume point to the new start (a pending backoff or operator resume used
+to seek the old one, which could lie past a recreated topic's first records), and nothing is
+copied while a restart waits (copies used to go on under the old topic ids).
+
 Today's behaviours kept here that look wrong, for the engine work to decide:
 
 * An operator pause sets ``resume_from`` to the next offset, which is also the threshold that
   resets the backoff (sync_writer.py:112), and an operator resume ends a running backoff at once.
-* A restart during a backoff or an operator pause seeks ``reset_to`` but leaves ``resume_from``
-  as it was; the later resume seeks there (worker.py:466-469), past the new stretch's first
-  records when ``resume_from`` is beyond ``reset_to`` (a recreated topic).
 * A restart drops a failure waiting in the old progress, and a pending sync repair with it
   stays pending (``needs_repair``) with nothing to trigger it until the next failure.
-* While a restart waits for nothing in flight, records still get copied (worker.py:202 does not
-  look at ``reset_to``), so a busy partition may wait long.
 * A sync lost while the previous repair's rebuilt syncs are unacknowledged counts as replaced
   once those are acknowledged (sync_writer.py:82-96): its write then moves progress again,
   possibly past copies no sync maps; the repair it needs still runs.
@@ -322,8 +322,9 @@ def phase(state: PartitionState) -> Phase:
 
 
 def copies(state: PartitionState) -> bool:
-    """Are records read now copied? (worker.py:202: reading and no failure waiting.)"""
-    return isinstance(state.hold, Reading) and state.failure is None
+    """Are records read now copied? (worker.py:202: reading, no failure waiting, no restart
+    waiting: nothing is copied under the old topic ids.)"""
+    return isinstance(state.hold, Reading) and state.failure is None and state.restart is None
 
 
 def seals(state: PartitionState) -> bool:
@@ -638,7 +639,10 @@ def _nothing_in_flight(state: PartitionState, now: float, policy: PartitionPolic
     if restart is not None:
         # The new progress replaces the old one, failure included; repeated every cycle
         # until its seek works (RestartSeekDone).
-        return replace(state, failure=None), (RestartProgress(restart.at, restart.new_topic_ids),)
+        # A backoff or operator pause still pending resumes at the new start, not at the old
+        # resume point (which may lie past a recreated topic's first records).
+        restarted = replace(state, failure=None, resume_from=restart.at)
+        return restarted, (RestartProgress(restart.at, restart.new_topic_ids),)
     if state.failure is None:
         return state, ()
     repair = state.repair

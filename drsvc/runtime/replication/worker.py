@@ -199,7 +199,12 @@ class FlowWorker:
                 lane_topic, lane_partition = topic, partition
                 lane = lanes.get((topic, partition))
                 sample = True
-            if lane is None or lane.resume_at is not None or not lane.progress.accepting:
+            if (
+                lane is None
+                or lane.resume_at is not None
+                or lane.reset_to is not None  # waits to restart: copy nothing under old ids
+                or not lane.progress.accepting
+            ):
                 continue
             offset: int = msg.offset()  # type: ignore[assignment]
             headers: Any = msg.headers()
@@ -580,6 +585,9 @@ class FlowWorker:
             lane.progress.commit_position = max(lane.reset_to, progress.commit_position)
         else:
             lane.committed = -1  # another topic now: its progress starts over
+        # A backoff or an operator pause still pending resumes here, not where the old run was
+        # (that position could lie past the first records of a recreated topic).
+        lane.resume_from = lane.reset_to
         if self._seek(lane, lane.reset_to):
             lane.reset_to = None
             lane.new_topic_ids = None
