@@ -7,8 +7,8 @@
 
 Preloads ``--records`` records of ``--size`` bytes into a fresh topic on ``bsrc`` (the clusters of
 ``replication_bench.py``: started in a temporary directory, or reused from ``--state-dir``), then
-runs a ``FlowWorker`` in this process, on the main thread, under the profiler until it has copied
-them all. The profile goes to ``--output`` (pyinstrument: ``.html`` or text; cProfile: a
+runs a ``ReplicationEngine`` in this process, on the main thread, under the profiler until it has
+copied them all. The profile goes to ``--output`` (pyinstrument: ``.html`` or text; cProfile: a
 ``pstats`` file) or, as text, to stdout; a one-line summary (records/s, CPU) goes to stderr.
 
 pyinstrument samples the stack (1 ms by default) and adds little overhead, so its percentages are
@@ -41,8 +41,8 @@ from replication_bench import (
 )
 
 from drsvc.adapters.kafka_admin import admin_client
+from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.settings import worker_settings
-from drsvc.runtime.replication.worker import FlowWorker
 from drsvc.topology.models import Topology
 
 
@@ -51,18 +51,20 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def make_worker(clusters: dict[str, str], topic: str) -> FlowWorker:
+def make_worker(clusters: dict[str, str], topic: str) -> ReplicationEngine:
     topology = Topology.model_validate(topology_document(clusters, topic))
     flow = next(f for f in topology.flows if f.id == FLOW)
-    return FlowWorker(worker_settings(topology, flow, {}, group_id=f"drsvc-profile.{topic}"))
+    return ReplicationEngine(worker_settings(topology, flow, {}, group_id=f"drsvc-profile.{topic}"))
 
 
-def profiled_drain(worker: FlowWorker, records: int, profiler: str) -> tuple[Any, dict[str, Any]]:
+def profiled_drain(
+    worker: ReplicationEngine, records: int, profiler: str
+) -> tuple[Any, dict[str, Any]]:
     """Run ``worker`` under ``profiler`` until ``records`` are copied; return the profiler and
     the drain's numbers (from the first copied record to the end of the run)."""
     marks: dict[str, float] = {}
 
-    def on_cycle(w: FlowWorker) -> None:
+    def on_cycle(w: ReplicationEngine) -> None:
         copied = w.stats.records_copied
         if copied and "first" not in marks:
             marks["first"], marks["cpu_first"] = time.monotonic(), cpu_s()

@@ -23,7 +23,7 @@ The worker runs in a child process of its own (this script re-executed with a hi
 that its CPU and memory are measured alone: the preloading producer, the progress polling and the
 latency consumer live in this parent process and never share the worker's interpreter or GIL. The
 child builds its settings exactly as ``drsvc replicate`` does (``worker_settings`` with the same
-defaults) and reports its ``FlowWorker.stats`` when it exits.
+defaults) and reports its ``ReplicationEngine.stats`` when it exits.
 """
 
 from __future__ import annotations
@@ -992,7 +992,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             "key_bytes": KEY_BYTES,
             "values": "random ASCII letters",
             "source_compression": "lz4",
-            "worker": "FlowWorker in its own process, drsvc replicate defaults",
+            "worker": "ReplicationEngine in its own process, drsvc replicate defaults",
             "mb": "10^6 bytes of key + value",
         },
     }
@@ -1069,10 +1069,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def worker_child(spec_file: Path) -> int:
-    """Run one FlowWorker until SIGTERM; print its stats and resource use as one JSON line."""
-    from drsvc.runtime.replication.exactly_once import ExactlyOnceWorker  # noqa: PLC0415
+    """Run one engine until SIGTERM; print its stats and resource use as one JSON line."""
+    from drsvc.runtime.replication.engine import ReplicationEngine  # noqa: PLC0415
     from drsvc.runtime.replication.settings import worker_settings  # noqa: PLC0415
-    from drsvc.runtime.replication.worker import FlowWorker  # noqa: PLC0415
     from drsvc.topology.models import Topology  # noqa: PLC0415
 
     logging.basicConfig(
@@ -1084,9 +1083,7 @@ def worker_child(spec_file: Path) -> int:
     topology = Topology.model_validate(spec["topology"])
     flow = next(f for f in topology.flows if f.id == spec["flow"])
     settings = worker_settings(topology, flow, {}, group_id=spec["group_id"])
-    worker: Any = (
-        ExactlyOnceWorker(settings) if flow.delivery == "exactly-once" else FlowWorker(settings)
-    )
+    worker: Any = ReplicationEngine(settings)
     parent = os.getppid()
 
     def stop(_signum: int, _frame: Any) -> None:

@@ -36,7 +36,7 @@ __all__ = [
     "flow_client_id",
     "flow_control_key",
     "flow_key",
-    "heartbeat_lane_group",
+    "heartbeat_copier_group",
     "heartbeat_observer_client_id",
     "heartbeat_observer_group",
     "heartbeats_client_id",
@@ -107,7 +107,7 @@ def transactional_id(source: str, target: str, slot: int) -> str:
     return f"drsvc.{flow_key(source, target)}.{slot}"
 
 
-def heartbeat_lane_group(source: str, target: str) -> str:
+def heartbeat_copier_group(source: str, target: str) -> str:
     """On the source: the id of the flow's heartbeat lane consumer (assigned only, never joined,
     never commits); distinct from :func:`replicator_group`, whose partitions it must not share."""
     return f"{OWN_GROUP_PREFIX}heartbeats.{flow_key(source, target)}"

@@ -1,23 +1,27 @@
 """Per-partition replication state as a pure state machine: what a worker may do with one source
 partition (copy it, hold it, rewind it, repair its syncs, restart it), decided without I/O.
 
-Groundwork, adopted by the engine in a later step: no worker uses this module yet. It states
-explicitly what the at-least-once worker keeps today as sentinels in a mutable ``Lane``, so that
-the engine can switch over and the exactly-once mode can share it.
+The replication engine (``drsvc/runtime/replication/engine.py``) keeps one state per lane and
+changes it only through :func:`step`; both delivery modes share it. It replaced the sentinels
+the at-least-once worker used to keep in a mutable lane (``resume_at`` None, a time or infinity,
+``reset_to``, ``new_topic_ids``, ``needs_repair``...), written from three modules.
 
 How the engine uses it
 ======================
 
 Keep one :class:`PartitionState` per source partition (``PartitionState()`` when the partition is
-assigned, at the offset :func:`start_position` chose), feed every event through
-``step(state, event, now, policy)`` and execute the returned actions in order. ``now`` is the
-engine's monotonic clock in seconds. Per loop cycle the engine sends :class:`NothingInFlight`
-(only when nothing of the partition is in flight) and then :class:`TimerFired`, which is what
-today's ``_rewind_failed`` checks every cycle. Results of actions with I/O come back as events:
-:class:`Resumed` after a :class:`SeekAndResume` succeeded, :class:`RestartSeekDone` after the seek
-of a :class:`RestartProgress` succeeded, :class:`RepairDone` / :class:`RepairFailed` after a
-:class:`RebuildSyncs`. A failed seek reports nothing: the next cycle asks for it again, as today.
-No event ever raises; an event that means nothing in the current state changes nothing.
+assigned, at the offset :func:`start_position` chose), feed every event through ``step(state, event,
+now, policy)`` and execute the returned actions in order. ``now`` is the engine's monotonic clock in
+seconds. Per loop cycle the engine sends :class:`NothingInFlight` (only when nothing of the
+partition is in flight) and then :class:`TimerFired`. Results of actions with I/O come back as
+events: :class:`Resumed` after a :class:`SeekAndResume` succeeded, :class:`RestartSeekDone` after
+the seek of a :class:`RestartProgress` succeeded, :class:`RepairDone` / :class:`RepairFailed` after
+a :class:`RebuildSyncs`. A failed seek reports nothing: the next cycle asks for it again. No event
+ever raises; an event that means nothing in the current state changes nothing. The engine executes
+:class:`PauseConsumer`, :class:`SeekAndResume` and :class:`ReportStall`; the at-least-once mode the
+rest (rewind, sync repair, restart, the reports of lost records and recreated topics). The
+exactly-once mode never sends failures here: a failure there fails the whole slot, which is dropped
+and taken again from its committed progress.
 
 Ticket bookkeeping of the sync writes (which write is acknowledged, in what order progress may
 move) stays in the sync writer; it tells this machine only :class:`SyncsLost`,
@@ -26,101 +30,70 @@ unacknowledged (for :func:`keepalive_allowed`). The partition's offsets (``next_
 commit position, the log start) come in the events, read from ``PartitionProgress`` and the
 consumer by the engine.
 
-What it replaces
-================
+The transitions
+===============
 
-At least once (``drsvc/runtime/replication``): ``Lane`` fields ``resume_at`` (None / monotonic
-time / ``math.inf``), ``resume_from``, ``operator_paused``, ``failures_in_a_row``,
-``needs_repair``, ``repair_at``, ``repair_from``, ``lost_syncs`` / ``rebuild_tickets`` (as far
-as they gate), ``reset_to``, ``new_topic_ids``, ``watched_position`` / ``watched_since`` /
-``stall_reported`` (lane.py:23-72), and the transitions written to them:
+1. Start -> :func:`start_position`: committed progress at or past the log start resumes there
+   with its leader epoch (and may learn its last copy); progress below the log start starts at
+   the log start and reports the records lost; without progress the flow's start decides
+   (``latest`` -> log end, ``timestamp`` -> the first offset at the timestamp, else the log end;
+   anything else -> log start). Exactly once, progress of another topic id counts as none.
+2. Assigned: a fresh state copies (:class:`Reading`, ``resume_from`` 0); the engine then follows
+   flow control.
+3. Copying: records are copied only while :func:`copies` (reading, no failure waiting, no
+   restart waiting: nothing is copied under old topic ids); periodic sealing likewise
+   (:func:`seals`).
+4. A delivery failed, or the record was refused -> :class:`DeliveryFailed`: the lowest failed
+   offset waits (phase ``SETTLING``); records read meanwhile are skipped.
+5. Nothing in flight -> :class:`NothingInFlight`: a failure rewinds: failures in a row + 1,
+   backoff ``min(max_backoff_s, 0.5 * 2 ** (n - 1))``, consumer paused, ``resume_from`` = the
+   failed offset, :class:`Held` until the backoff ends (phase ``BACKING_OFF``).
+6. Backoff over -> :class:`TimerFired`: seek ``resume_from`` and resume, asked again every cycle
+   until the seek works -> :class:`Resumed`.
+7. Syncs acknowledged in order moved progress past ``resume_from`` -> :class:`ProgressPersisted`:
+   the failures in a row start over.
+8. A sync write was lost -> :class:`SyncsLost`: a failure at the commit position, and a repair
+   from there (unless lost syncs are already pending; phase ``REPAIRING``).
+9. Nothing in flight with a repair needed: :class:`RebuildSyncs` before the rewind;
+   :class:`RepairFailed` retries after ``repair_retry_s`` (phase ``REPAIR_RETRY_WAIT``),
+   :class:`RepairDone` rewinds (5). Rebuilt syncs still unacknowledged keep the lost ones pending
+   until :class:`RebuiltSyncsAcknowledged`.
+10. Operator pause -> :class:`OperatorPause`: consumer paused, ``resume_from`` = the next offset
+    if the partition was reading (a backoff keeps its own); a failure still settles, repairs and
+    rewinds meanwhile, moving ``resume_from`` but never resuming (phase ``OPERATOR_PAUSED``).
+11. Operator resume -> :class:`OperatorResume`: held until now, so the next cycle seeks
+    ``resume_from`` (records fetched while paused were skipped, not copied).
+12. Retention overtook the copy -> :class:`RetentionOvertook` (the engine looked at the topic
+    first: a recreated topic wins): the records lost are reported, a restart at the log start
+    waits (phase ``RESTARTING``); ignored while a restart waits.
+13. Topic recreated with new ids -> :class:`TopicRecreated`: a restart at the log start with the
+    new ids; ignored only while a restart for new ids waits.
+14. Nothing in flight with a restart waiting: :class:`RestartProgress` (seal, write syncs, forget
+    the last copy, new progress at the restart offset: the commit position kept past it for
+    retention, forgotten for new ids; seek), asked again every cycle until the seek works ->
+    :class:`RestartSeekDone`. A failure waiting in the old progress is dropped with it, and the
+    resume point moves to the new start.
+15. Keepalive eligibility -> :func:`keepalive_allowed`: no unacknowledged, lost or rebuilt syncs,
+    no repair, no restart, no failure, not backing off (an operator pause does not block it).
+16. Stall watching -> :class:`PositionSeen`: only reading partitions; a moved position restarts
+    the watch; one :class:`ReportStall` per stall, after ``stall_warning_s`` without movement
+    while the log holds more.
+17. Revoked, lost, shut down: the delivery mode settles and commits (unless lost) and drops the
+    state. No transition here.
 
-1. Start: ``_start_positions`` (worker.py:726-774) -> :func:`start_position`. Committed progress
-   at or past the log start resumes there with its leader epoch (and may learn its last copy);
-   progress below the log start starts at the log start and reports the records lost; without
-   progress the flow's start decides: ``latest`` -> log end, ``timestamp`` -> the first offset at
-   the timestamp, else the log end (worker.py:765-773), anything else -> log start.
-2. Assigned (worker.py:681-724): a fresh lane copies (``resume_at`` None, ``resume_from`` 0),
-   crash leftovers get their syncs rebuilt (716), then flow control is followed (722-723).
-3. Copying: a record is copied only while ``resume_at is None`` and progress accepts
-   (worker.py:202) -> :func:`copies`. Periodic sealing also skips lanes waiting for a restart
-   (worker.py:362) -> :func:`seals`.
-4. A delivery failed (worker.py:298-309; refused at produce, 240-246): progress stops accepting
-   at the lowest failed offset (copy_progress.py:135-141); records read meanwhile are skipped;
-   the consumer is not paused -> :class:`DeliveryFailed`, phase ``SETTLING``.
-5. Rewind once nothing is in flight (worker.py:470-498): failures in a row + 1, backoff
-   ``min(max_retry_backoff_s, 0.5 * 2 ** (n - 1))`` (486), consumer paused, ``resume_from`` =
-   the failed offset, ``resume_at`` = now + backoff -> :class:`NothingInFlight`, phase
-   ``BACKING_OFF``.
-6. Backoff over: seek ``resume_from`` and resume, retried every cycle until the seek works
-   (worker.py:465-469, seek 609-627) -> :class:`TimerFired`, :class:`Resumed`.
-7. Backoff reset: when syncs acknowledged in order move progress to an end past ``resume_from``
-   (sync_writer.py:110-113) -> :class:`ProgressPersisted`.
-8. A sync write was lost (sync_writer.py:62-79): progress stops accepting at the commit position
-   (copy_progress.py:143-151), ``repair_from`` = the commit position unless syncs are already
-   lost, ``needs_repair`` -> :class:`SyncsLost`, phase ``REPAIRING``.
-9. Repair once nothing is in flight, before the rewind (worker.py:472-481; sync_writer.py:117-134):
-   on error retried 5 s later (479) -> :class:`RebuildSyncs`, :class:`RepairFailed` (phase
-   ``REPAIR_RETRY_WAIT``), :class:`RepairDone` (then the rewind of 5). Rebuilt syncs still
-   unacknowledged keep the lost ones pending (sync_writer.py:82-96) ->
-   :class:`RebuiltSyncsAcknowledged`.
-10. Operator pause (worker.py:637-647, control.py:172-173, 251-264): consumer paused,
-    ``resume_from`` = next offset if the lane was reading, ``resume_at`` = inf; a failure still
-    settles, repairs and rewinds meanwhile, moving ``resume_from`` (470-498) but never resuming
-    (466) -> :class:`OperatorPause`, phase ``OPERATOR_PAUSED``.
-11. Operator resume (worker.py:648-651): ``resume_at`` = now, so the next cycle seeks
-    ``resume_from`` (records fetched while paused were skipped) -> :class:`OperatorResume`.
-12. Retention overtook the copy (worker.py:347-351, 538-561): the topic is looked at first (a
-    recreated topic wins), the records lost are reported, ``reset_to`` = log start; ignored while
-    a restart waits -> :class:`RetentionOvertook`, phase ``RESTARTING``.
-13. Topic recreated with new ids (worker.py:587-607): ``new_topic_ids``, ``reset_to`` = log
-    start; ignored only while a restart for new ids waits -> :class:`TopicRecreated`.
-14. Restart once nothing is in flight (worker.py:463-464, 563-585): seal, write syncs, forget the
-    last copy (lane.py:121-127), new progress at ``reset_to`` (commit position kept past it for
-    retention, committed forgotten for new ids), seek; all of it again next cycle until the seek
-    works -> :class:`RestartProgress`, :class:`RestartSeekDone`. A failure waiting in the old
-    progress is dropped with it.
-15. Keepalive eligibility (lane.py:83-119): no unacknowledged, lost or rebuilt syncs, no repair,
-    no restart, progress accepting, not backing off (an operator pause does not block it) ->
-    :func:`keepalive_allowed`. The keepalive itself stays in :mod:`failover.keepalive`.
-16. Stall watching (anomalies.py:331-363): only reading lanes (``resume_at is None``); a moved
-    position restarts the watch; one report per stall, after ``stall_warning_s`` without
-    movement while the log holds more -> :class:`PositionSeen`, :class:`ReportStall`.
-17. Revoked, lost, shut down (worker.py:776-816): the engine settles (seal, rewind without
-    backoff, write syncs), commits unless lost, and drops the state. No transition here.
-
-Exactly once (exactly_once.py), for the merge; not modelled here yet because its failures are
-per slot, not per partition: ``SlotPartition`` (108-134); copying gated by the slot having no
-failure (299-301); operator pause and resume without a seek, re-applied when a slot is taken
-(368-387, 875-886); any delivery, produce or transaction failure drops the whole slot (407-415,
-618-635, 908-951) and it is taken again from committed progress after
-``failover.slots.RetakeBackoff`` (slots.py:186-220; 689-706), whose count resets on a commit
-(650); retention overtaking a position drops the slot too (437-443); a recreated or removed topic
-commits, releases and retakes the slot at once, not counted as a failure (978-992); each
-partition's progress is committed again when moved, due for a keepalive or for a refresh
-(448-492). Its start is the same decision (821-873) -> :func:`start_position`, with progress of
-another topic id passed as none.
-
-Two behaviours found while writing this module are fixed in the worker and modelled as fixed: a
-restart now moves the resume point to the new start (a pending backoff or operator resume used
-to seek the old one, which could lie past a recreated topic's first records), and nothing is
-copied while a restart waits (copies used to go on under the old topic ids).
-
-Today's behaviours kept here that look wrong, for the engine work to decide:
+Behaviours kept that look questionable, for a later decision:
 
 * An operator pause sets ``resume_from`` to the next offset, which is also the threshold that
-  resets the backoff (sync_writer.py:112), and an operator resume ends a running backoff at once.
-* A restart drops a failure waiting in the old progress, and a pending sync repair with it
-  stays pending (``needs_repair``) with nothing to trigger it until the next failure.
+  resets the backoff, and an operator resume ends a running backoff at once.
+* A restart drops a failure waiting in the old progress; a pending sync repair stays pending
+  with nothing to trigger it until the next failure.
 * A sync lost while the previous repair's rebuilt syncs are unacknowledged counts as replaced
-  once those are acknowledged (sync_writer.py:82-96): its write then moves progress again,
-  possibly past copies no sync maps; the repair it needs still runs.
-* Exactly once, a recreated source topic is logged as copied "from its start" but starts where
-  the flow's start says (exactly_once.py:837-844, 865-873).
+  once those are acknowledged: its write then moves progress again, possibly past copies no sync
+  maps; the repair it needs still runs.
 
-One deliberate difference: today the backoff raises OverflowError at the 1025th failure in a
-row (``0.5 * 2 ** 1024``); here the doubling stops growing first, which gives the same delays
-for every count below that.
+One deliberate difference from the worker this replaced: its backoff raised OverflowError at the
+1025th failure in a row (``0.5 * 2 ** 1024``); here the doubling stops growing first, which gives
+the same delays for every count below that.
 """
 
 from __future__ import annotations
@@ -177,19 +150,19 @@ __all__ = [
     "timestamp_to_look_up",
 ]
 
-#: the backoff stops doubling here; today's formula overflows a float at 1024 doublings
+#: the backoff stops doubling here (a float overflows at 1024 doublings)
 _MAX_DOUBLINGS = 1000
 
 
 @dataclass(frozen=True)
 class PartitionPolicy:
-    """The timings the worker uses today (``WorkerSettings`` and worker.py constants)."""
+    """The timings of a partition's state (from ``WorkerSettings``)."""
 
     #: the first backoff after a failure; it doubles with every failure in a row
     first_backoff_s: float = 0.5
     #: ``max_retry_backoff_s``
     max_backoff_s: float = 30.0
-    #: wait before trying a failed sync repair again (worker.py:479)
+    #: wait before trying a failed sync repair again
     repair_retry_s: float = 5.0
     #: ``stall_warning_s``
     stall_warning_s: float = 60.0
@@ -204,7 +177,7 @@ class PartitionPolicy:
 
 @dataclass(frozen=True)
 class Reading:
-    """The consumer fetches the partition (today ``resume_at is None``)."""
+    """The consumer fetches the partition."""
 
 
 @dataclass(frozen=True)
@@ -246,8 +219,7 @@ class RepairStage(Enum):
 
 @dataclass(frozen=True)
 class SyncRepair:
-    """Lost sync writes and their repair (today ``needs_repair``, ``repair_at``,
-    ``repair_from``, and whether ``lost_syncs`` / ``rebuild_tickets`` hold tickets)."""
+    """Lost sync writes and their repair (the tickets themselves stay with the sync writer)."""
 
     #: the commit position when the first of the lost syncs was lost: rebuild from there
     repair_from: int
@@ -322,18 +294,18 @@ def phase(state: PartitionState) -> Phase:
 
 
 def copies(state: PartitionState) -> bool:
-    """Are records read now copied? (worker.py:202: reading, no failure waiting, no restart
+    """Are records read now copied? (reading, no failure waiting, no restart
     waiting: nothing is copied under the old topic ids.)"""
     return isinstance(state.hold, Reading) and state.failure is None and state.restart is None
 
 
 def seals(state: PartitionState) -> bool:
-    """Does the periodic seal close the partition's open run? (worker.py:362)"""
+    """Does the periodic seal close the partition's open run?"""
     return copies(state) and state.restart is None
 
 
 def keepalive_allowed(state: PartitionState, syncs_unacknowledged: bool) -> bool:
-    """May a keepalive sync be written now? (lane.py:83-110: an operator pause does not block
+    """May a keepalive sync be written now? (an operator pause does not block
     it; a backoff, a failure, a repair, a restart or unacknowledged syncs do.)"""
     return not (
         syncs_unacknowledged
@@ -627,7 +599,7 @@ def _syncs_lost(state: PartitionState, commit_position: int, reason: str) -> Par
     else:
         if not repair.lost_pending:
             repair = replace(repair, repair_from=commit_position, lost_pending=True)
-        # A repair in progress ends as it ends (today it clears needs_repair whatever was lost
+        # A repair in progress ends as it ends (it clears the repair whatever was lost
         # meanwhile); a failed one keeps its retry time.
         if repair.stage is RepairStage.AWAITING_ACKS:
             repair = replace(repair, stage=RepairStage.NEEDED)
@@ -686,8 +658,9 @@ def _rebuilt_acknowledged(state: PartitionState) -> PartitionState:
         return state
     if repair.stage is RepairStage.AWAITING_ACKS:
         return replace(state, repair=None)
-    # Today the acknowledgement of the previous repair's rebuilt syncs marks syncs lost since
-    # as replaced too (sync_writer.py:82-96); the repair they need still runs.
+    # The acknowledgement of the previous repair's rebuilt syncs marks syncs lost since
+    # as replaced too (the sync writer settles every lost ticket then); the repair they need
+    # still runs.
     return replace(state, repair=replace(repair, lost_pending=False))
 
 

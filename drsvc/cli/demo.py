@@ -22,8 +22,8 @@ from drsvc.cli.common import StateDirOption, configure_logging
 from drsvc.devenv.environment import LocalEnvironment
 from drsvc.devenv.smoke import run_smoke
 from drsvc.errors import LocalEnvError
+from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.settings import worker_settings
-from drsvc.runtime.replication.worker import FlowWorker
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
 from failover import naming
@@ -78,7 +78,9 @@ def register(app: typer.Typer) -> None:
             create_topic(admin_client(info.clusters[alias]), topic, partitions=3)
             _produce(info.clusters[alias], topic, records, alias)
         workers = [
-            FlowWorker(worker_settings(topology, flow, info.clusters, refresh_interval_s=1.0))
+            ReplicationEngine(
+                worker_settings(topology, flow, info.clusters, refresh_interval_s=1.0)
+            )
             for flow in topology.flows
         ]
         threads = [threading.Thread(target=w.run, daemon=True) for w in workers]

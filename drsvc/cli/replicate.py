@@ -22,10 +22,9 @@ from drsvc.cli.common import (
 )
 from drsvc.errors import ConfigError
 from drsvc.runtime.metrics_server import serve_metrics
-from drsvc.runtime.replication.exactly_once import ExactlyOnceWorker
+from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.metrics import install_replication_metrics
 from drsvc.runtime.replication.settings import COMPRESSION_TYPES, worker_settings
-from drsvc.runtime.replication.worker import FlowWorker
 
 log = logging.getLogger("drsvc.replicate")
 
@@ -145,9 +144,7 @@ def register(app: typer.Typer) -> None:
                 "no Consul agent known: pause, resume and throttle commands will not reach "
                 "this worker"
             )
-        worker: FlowWorker | ExactlyOnceWorker = (
-            ExactlyOnceWorker(settings) if flow.delivery == "exactly-once" else FlowWorker(settings)
-        )
+        worker = ReplicationEngine(settings)
 
         install_replication_metrics(worker)
         serve_metrics(metrics_port)
@@ -163,7 +160,7 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGINT, stop)
         last = {"at": time.monotonic(), "copied": 0}
 
-        def report(w: FlowWorker | ExactlyOnceWorker) -> None:
+        def report(w: ReplicationEngine) -> None:
             now = time.monotonic()
             if report_every_s <= 0 or now - last["at"] < report_every_s:
                 return

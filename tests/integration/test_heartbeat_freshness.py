@@ -34,7 +34,7 @@ from replication_support import (
 from drsvc.cli.common import load_with_bootstraps
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.runtime.heartbeats.runner import HeartbeatRunner
-from drsvc.runtime.replication.heartbeat_lane import HeartbeatLane
+from drsvc.runtime.replication.heartbeat_copier import HeartbeatCopier
 from drsvc.runtime.replication.settings import worker_settings
 from drsvc.topology.models import Topology
 from failover import heartbeats, provenance
@@ -55,7 +55,7 @@ class Heartbeats:
     topology: Topology
     bootstrap: dict[str, str]
     runner: HeartbeatRunner
-    lane: HeartbeatLane
+    lane: HeartbeatCopier
 
     def freshness(self, key: tuple[str, str] = EAST_ON_WEST) -> Freshness:
         return self.runner.observer.freshness()[key]
@@ -103,7 +103,7 @@ def running(
     runner = HeartbeatRunner(
         topology, bootstrap, interval_s=INTERVAL_S, stale_after_s=STALE_AFTER_S
     )
-    lane = HeartbeatLane(worker_settings(topology, topology.flows[0], bootstrap))
+    lane = HeartbeatCopier(worker_settings(topology, topology.flows[0], bootstrap))
     runner.start()
     lane.start()
     try:

@@ -30,12 +30,12 @@ from typer.testing import CliRunner
 from drsvc.cli.main import build_app
 from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.runtime.metrics_server import serve_metrics
+from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.metrics import (
     install_replication_metrics,
     remove_replication_metrics,
 )
 from drsvc.runtime.replication.settings import worker_settings
-from drsvc.runtime.replication.worker import FlowWorker
 from drsvc.topology.loader import load_topology
 
 Partitions = dict[int, dict[str, Any]]
@@ -175,9 +175,9 @@ def scrape(port: int) -> dict[str, dict[tuple[str, int], float]]:
 
 
 @contextmanager
-def worker_in_this_process(topology: Path) -> Iterator[FlowWorker]:
+def worker_in_this_process(topology: Path) -> Iterator[ReplicationEngine]:
     loaded = load_topology(topology)
-    worker = FlowWorker(worker_settings(loaded, loaded.flows[0], {}))
+    worker = ReplicationEngine(worker_settings(loaded, loaded.flows[0], {}))
     thread = threading.Thread(target=worker.run, name="flow-worker", daemon=True)
     thread.start()
     try:

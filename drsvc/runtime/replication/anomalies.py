@@ -1,4 +1,5 @@
-"""Conditions a replication worker reports loudly but cannot fix itself."""
+"""Conditions a replication worker reports loudly but cannot fix itself (a stalled partition is
+the lane state machine's: :class:`failover.partition_state.ReportStall`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, Message
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
-from drsvc.runtime.replication.lane import Lane, WorkerStats
-from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic
 from failover.topic_configs import retention_shorter_than
 
@@ -46,38 +45,3 @@ class BackfillAgeCheck:
                 self.target_alias,
                 mirrored.configs.get("retention.ms"),
             )
-
-
-def watch_for_stalls(
-    consumer: Consumer, lanes: list[Lane], now: float, settings: WorkerSettings, stats: WorkerStats
-) -> None:
-    """Warn when a partition's position stops moving while its log has more records: with
-    read_committed that is an open (hung) transaction holding every consumer back."""
-    watched = {
-        (lane.source.topic, lane.source.partition): lane for lane in lanes if lane.resume_at is None
-    }
-    if not watched:
-        return
-    for position in consumer.position([lane.source for lane in watched.values()]):
-        lane = watched[(position.topic, position.partition)]
-        if position.offset != lane.watched_position:
-            lane.watched_position = position.offset
-            lane.watched_since = now
-            lane.stall_reported = False
-            continue
-        if lane.stall_reported or now - lane.watched_since < settings.stall_warning_s:
-            continue
-        _low, high = consumer.get_watermark_offsets(lane.source, cached=True) or (-1, -1)
-        if high > position.offset >= 0:
-            log.warning(
-                "%s-%s on %s has not advanced past offset %d for %.0fs although the log ends "
-                "at %d: an open transaction (hung producer?) holds read_committed readers back",
-                lane.source.topic,
-                lane.source.partition,
-                settings.source_alias,
-                position.offset,
-                now - lane.watched_since,
-                high,
-            )
-            stats.stalled_partitions += 1
-            lane.stall_reported = True

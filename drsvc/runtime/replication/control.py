@@ -11,12 +11,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
 
+if TYPE_CHECKING:
+    from drsvc.runtime.replication.settings import WorkerSettings
+
 log = logging.getLogger(__name__)
+
+#: reads the flow's control document; None when there is no document source at all (no Consul
+#: known); raises CoordinatorUnavailableError or ConfigError when it cannot be read
+ControlReader = Callable[[], "FlowControl | None"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,15 @@ def read_control(client: ConsulClient, key: str) -> FlowControl:
     return FlowControl() if text is None else FlowControl.from_json(text, key)
 
 
+def consul_reader(settings: WorkerSettings) -> ControlReader:
+    """Reads ``settings``' control document from Consul (no document source without an agent)."""
+    addr, key = settings.consul_http_addr, settings.control_key
+    if addr is None or key is None:
+        return lambda: None
+    client = ConsulClient(addr)
+    return lambda: read_control(client, key)
+
+
 def write_control(client: ConsulClient, key: str, control: FlowControl) -> None:
     client.kv_put(key, control.to_json())
 
@@ -89,29 +107,22 @@ class ControlFollower:
     :attr:`control`'s pauses; :meth:`batch_size` before reading and :meth:`sent` after copying.
     """
 
-    def __init__(
-        self,
-        flow_id: str,
-        consul_http_addr: str | None,
-        control_key: str | None,
-        throttle_bytes_per_s: int | None,
-    ) -> None:
+    def __init__(self, flow_id: str, read: ControlReader, throttle_bytes_per_s: int | None) -> None:
         self.flow_id = flow_id
         self.control = FlowControl()
-        self._key = control_key
-        self._consul = ConsulClient(consul_http_addr) if consul_http_addr is not None else None
+        self._read = read
         self._default_throttle = throttle_bytes_per_s
         self.throttle = Throttle(throttle_bytes_per_s)
         self._record_bytes = 1024
 
     def refresh(self) -> bool:
         """Read the control document; False (keeping the last one) when there is none to read."""
-        if self._consul is None or self._key is None:
-            return False
         try:
-            control = read_control(self._consul, self._key)
+            control = self._read()
         except (CoordinatorUnavailableError, ConfigError) as err:
             log.warning("reading flow control of %s: %s (keeping the last)", self.flow_id, err)
+            return False
+        if control is None:
             return False
         if control != self.control:
             log.info("flow control of %s: %s", self.flow_id, control.to_json())

@@ -10,16 +10,22 @@ the lost write and every later one stop moving it, and syncs are rebuilt from th
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
 from functools import partial
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, Message
 
+from drsvc.runtime.replication.boundary import Clock, Producer, SyncLog
 from drsvc.runtime.replication.lane import Lane, WorkerStats
-from drsvc.runtime.replication.repair import unsynced_copies, written_sync_end
 from drsvc.runtime.replication.settings import WorkerSettings
 from failover import offset_syncs
 from failover.copy_progress import FinishedRun, standalone_syncs
+from failover.partition_state import (
+    Event,
+    ProgressPersisted,
+    RebuiltSyncsAcknowledged,
+    SyncsLost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +33,22 @@ log = logging.getLogger(__name__)
 class SyncWriter:
     """Writes offset syncs for the lanes of one worker through its producer."""
 
-    def __init__(self, settings: WorkerSettings, producer: Producer, stats: WorkerStats) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        producer: Producer,
+        stats: WorkerStats,
+        sync_log: SyncLog,
+        clock: Clock,
+        on_event: Callable[[Lane, Event], None],
+    ) -> None:
         self.settings = settings
         self.producer = producer
         self.stats = stats
+        self.sync_log = sync_log
+        self.clock = clock
+        #: what the lane's state machine hears of the writes (lost, persisted, replaced)
+        self.on_event = on_event
 
     def write(self, lane: Lane, finished: FinishedRun) -> list[int]:
         """Write the syncs of a finished run; progress moves once they are acknowledged.
@@ -71,11 +89,11 @@ class SyncWriter:
                 lane.source.partition,
                 err.str(),
             )
-            if not lane.lost_syncs:
-                lane.repair_from = lane.progress.commit_position
+            reason = f"offset sync not written: {err.str()}"
+            commit_position = lane.progress.commit_position
             lane.lost_syncs.add(ticket)
-            lane.progress.syncs_lost(f"offset sync not written: {err.str()}")
-            lane.needs_repair = True
+            lane.progress.syncs_lost(reason)
+            self.on_event(lane, SyncsLost(commit_position, reason))
             return
         self.stats.syncs_written += 1
         lane.acked_syncs.add(ticket)
@@ -83,6 +101,7 @@ class SyncWriter:
             lane.rebuild_tickets.discard(ticket)
             if not lane.rebuild_tickets:
                 self._lost_syncs_replaced(lane)
+                self.on_event(lane, RebuiltSyncsAcknowledged())
         self.advance(lane)
 
     def _lost_syncs_replaced(self, lane: Lane) -> None:
@@ -109,12 +128,11 @@ class SyncWriter:
                 written.append(sync)
             if end >= 0:
                 lane.progress.persisted(end, epoch)
-                if end > lane.resume_from:
-                    lane.failures_in_a_row = 0
+                self.on_event(lane, ProgressPersisted(end))
         if written:
-            lane.syncs_acknowledged(written, round(time.monotonic() * 1000))
+            lane.syncs_acknowledged(written, round(self.clock.monotonic() * 1000))
 
-    def repair(self, lane: Lane, timeout_s: float) -> None:
+    def repair(self, lane: Lane, repair_from: int, timeout_s: float) -> bool:
         """After lost writes: map what can still be mapped, and let progress wait for the re-copy.
 
         The copies of a lost sync sit on the target before copies whose syncs were written, so no
@@ -123,15 +141,19 @@ class SyncWriter:
         get rebuilt syncs. The lost writes, and every write after the first of them, no longer
         move progress: it moves again only over the re-copy's own syncs, so a crash during the
         re-copy starts it over instead of passing records whose only copies are unmapped.
+
+        ``repair_from`` is the position persisted when the first of the lost writes failed.
+        Returns whether rebuilt syncs wait for their acknowledgement.
         """
         first_lost = min(lane.lost_syncs, default=lane.next_sync_ticket)
         for ticket, (_end, epoch, sync) in list(lane.unacked_syncs.items()):
             if ticket >= first_lost:
                 lane.unacked_syncs[ticket] = (-1, epoch, sync)
-        lane.rebuild_tickets = set(self.rebuild(lane, lane.repair_from, timeout_s=timeout_s))
+        lane.rebuild_tickets = set(self.rebuild(lane, repair_from, timeout_s=timeout_s))
         if not lane.rebuild_tickets:
             self._lost_syncs_replaced(lane)
         self.advance(lane)
+        return bool(lane.rebuild_tickets)
 
     def rebuild(self, lane: Lane, start: int, timeout_s: float = 60.0) -> list[int]:
         """Write syncs for copies on the target, made from source offsets ``start`` onwards,
@@ -141,24 +163,14 @@ class SyncWriter:
         syncs written before a crash stay the record of what they map, and syncs are only ever
         appended in target order (what the index needs to take them without a conflict).
         """
-        copies = unsynced_copies(
-            self.settings.target_client,
-            lane.remote_topic,
-            lane.source.partition,
-            self.settings.source_alias,
-            lane.source.topic,
-            start,
-            timeout_s=timeout_s,
+        copies = self.sync_log.unsynced_copies(
+            lane.remote_topic, lane.source.partition, lane.source.topic, start, timeout_s
         )
         if not copies:
             return []
         progress = lane.progress
-        mapped_end = written_sync_end(
-            self.settings.target_client,
-            self.settings.sync_topic,
-            progress.tp,
-            (progress.source_topic_id, progress.target_topic_id),
-            timeout_s=timeout_s,
+        mapped_end = self.sync_log.written_sync_end(
+            progress.tp, (progress.source_topic_id, progress.target_topic_id), timeout_s
         )
         unmapped = [copy for copy in copies if copy[1] >= mapped_end]
         if not unmapped:

@@ -13,7 +13,7 @@ def test_flow_names_on_kafka() -> None:
     assert naming.slot_membership_group("east", "west") == "drsvc-slots.east-west"
     assert naming.slots_topic("east", "west") == "drsvc.slots.east-west.internal"
     assert naming.transactional_id("east", "west", 3) == "drsvc.east-west.3"
-    assert naming.heartbeat_lane_group("east", "west") == "drsvc-heartbeats.east-west"
+    assert naming.heartbeat_copier_group("east", "west") == "drsvc-heartbeats.east-west"
     assert naming.heartbeat_observer_group("west") == "drsvc-heartbeat-observer.west"
     assert naming.checkpoints_app_id("west", ".east-west") == "drsvc-checkpoints.west.east-west"
     assert naming.checkpoints_app_suffix("east->west") == ".east-west"
@@ -29,7 +29,7 @@ def test_every_group_is_recognised_as_drsvc_own() -> None:
         naming.replicator_group("a", "b"),
         naming.progress_reader_group("a", "b"),
         naming.slot_membership_group("a", "b"),
-        naming.heartbeat_lane_group("a", "b"),
+        naming.heartbeat_copier_group("a", "b"),
         naming.heartbeat_observer_group("a"),
         naming.checkpoints_app_id("a"),
         naming.CHECKPOINTS_READER_GROUP,

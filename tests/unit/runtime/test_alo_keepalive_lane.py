@@ -19,6 +19,16 @@ from failover import offset_syncs
 from failover.copy_progress import FinishedRun, PartitionProgress
 from failover.keepalive import KeepalivePolicy, LastCopy
 from failover.offset_syncs import OffsetSync, Segment
+from failover.partition_state import (
+    Event,
+    Held,
+    OperatorPaused,
+    PartitionState,
+    PendingRestart,
+    RepairStage,
+    SyncRepair,
+    SyncsLost,
+)
 
 PAIR = """
 name: pair
@@ -71,10 +81,40 @@ def copy(lane: Lane, pairs: list[tuple[int, int]], end: int, epoch: int = 3) -> 
     return lane.progress.take_finished()
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1_800_000_000.0 + self.now
+
+
+class Events(list[tuple[Lane, Event]]):
+    def __call__(self, lane: Lane, event: Event) -> None:
+        self.append((lane, event))
+
+
+class NoSyncLog:
+    """The repair must not read the target in these tests."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the sync log was asked: {name}")
+
+
+CLOCK = Clock()
+
+
 @pytest.fixture
 def writer() -> tuple[SyncWriter, FakeProducer]:
     producer = FakeProducer()
-    return SyncWriter(settings(), producer, WorkerStats()), producer  # type: ignore[arg-type]
+    CLOCK.now = 50.0
+    return (
+        SyncWriter(settings(), producer, WorkerStats(), NoSyncLog(), CLOCK, Events()),  # type: ignore[arg-type]
+        producer,
+    )
 
 
 def decoded(producer: FakeProducer, index: int) -> OffsetSync:
@@ -88,12 +128,10 @@ def test_a_partition_that_never_had_a_copy_gets_no_keepalive() -> None:
 
 
 def test_the_last_acknowledged_copy_is_repeated_once_the_interval_has_passed(
-    writer: tuple[SyncWriter, FakeProducer], monkeypatch: pytest.MonkeyPatch
+    writer: tuple[SyncWriter, FakeProducer],
 ) -> None:
     syncs, producer = writer
     lane = new_lane(start=100)
-    clock = [50.0]
-    monkeypatch.setattr("drsvc.runtime.replication.sync_writer.time.monotonic", lambda: clock[0])
     for finished in copy(lane, [(100, 500), (101, 501), (103, 502)], end=105):
         syncs.write(lane, finished)
     assert lane.keepalive(POLICY, 10**12) is None  # not acknowledged yet
@@ -107,7 +145,7 @@ def test_the_last_acknowledged_copy_is_repeated_once_the_interval_has_passed(
     assert (sync.source_begin, sync.source_end, sync.leader_epoch) == (103, 105, 3)
     assert sync.segments == (Segment(103, 502, 1),)
     # Written like any sync, it moves no progress; once acknowledged the interval restarts.
-    clock[0] = 60.0
+    CLOCK.now = 60.0
     syncs.write_keepalive(lane, sync)
     assert syncs.stats.keepalive_syncs_written == 1
     assert lane.keepalive(POLICY, 10**12) is None  # one at a time
@@ -166,12 +204,16 @@ def test_a_lost_sync_blocks_keepalives_and_never_becomes_the_last_copy(
         syncs.write(lane, finished)
     producer.deliver(1, KafkaError(KafkaError._MSG_TIMED_OUT))
     assert lane.sync_state() is None
+    events = syncs.on_event
+    assert isinstance(events, Events)
+    assert [e for _lane, e in events if isinstance(e, SyncsLost)] == [
+        SyncsLost(1, "offset sync not written: Local: Message timed out")
+    ]
     # The repair finds nothing to rebuild; the lost sync's ticket is settled without it.
     monkeypatch.setattr(SyncWriter, "rebuild", lambda *_args, **_kwargs: [])
-    syncs.repair(lane, timeout_s=1.0)
+    assert syncs.repair(lane, 1, timeout_s=1.0) is False  # nothing waits for acknowledgements
     assert not lane.unacked_syncs and not lane.lost_syncs
     assert lane.last_copy == LastCopy(0, 10, 3)
-    lane.needs_repair = False
     assert lane.sync_state() is None  # the failure still waits for its rewind
     lane.progress.rewind()
     assert lane.sync_state() is not None
@@ -198,23 +240,20 @@ def test_what_holds_keepalives_back(block: str, blocked: bool) -> None:
     if block == "unacked":
         lane.unacked_syncs[0] = (-1, 1, None)
     elif block == "needs_repair":
-        lane.needs_repair = True
+        lane.state = PartitionState(repair=SyncRepair(10, RepairStage.NEEDED))
     elif block == "rebuild":
         lane.rebuild_tickets.add(3)
     elif block == "reset":
-        lane.reset_to = 20
+        lane.state = PartitionState(restart=PendingRestart(20))
     elif block == "recreated":
-        lane.new_topic_ids = (b"s" * 16, b"t" * 16)
+        lane.state = PartitionState(restart=PendingRestart(20, (b"s" * 16, b"t" * 16)))
     elif block == "failure":
         lane.progress.produced(10)
         lane.progress.failed(10, "timed out")
     elif block == "backoff":
-        lane.resume_at = 123.0
+        lane.state = PartitionState(hold=Held(123.0), resume_from=10)
     elif block.startswith("operator_pause"):
-        lane.operator_paused = True
-        lane.resume_at = float("inf")
-        if block.endswith("backoff"):
-            lane.resume_from = 10
+        lane.state = PartitionState(hold=OperatorPaused(), resume_from=10)
     assert (lane.keepalive(POLICY, 10**12) is None) is blocked
 
 

@@ -1,24 +1,19 @@
-"""Replication metrics: the collector's exposition, the latency window, and the worker's counting.
+"""Replication metrics: the collector's exposition and the latency window.
 
 The collector tests scrape a registry of their own and parse the text with prometheus_client's
-parser, as Prometheus would read it. The worker test drives the real hot loop (``_copy``) with
-fake messages and a fake producer, so the per-partition crediting and latency sampling are checked
-on interleaved partitions without a broker.
+parser, as Prometheus would read it. How the engine credits its counters per partition is tested
+with the whole loop on fake clients (``test_engine_loop.py``).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME
-from confluent_kafka import TopicPartition as KafkaPartition
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from drsvc.runtime.replication.lane import Lane, WorkerStats
+from drsvc.runtime.replication.lane import WorkerStats
 from drsvc.runtime.replication.metrics import (
     LatencyWindow,
     PartitionCounters,
@@ -26,11 +21,6 @@ from drsvc.runtime.replication.metrics import (
     install_replication_metrics,
     remove_replication_metrics,
 )
-from drsvc.runtime.replication.settings import worker_settings
-from drsvc.runtime.replication.worker import FlowWorker
-from drsvc.topology import load_topology_text
-from failover import offset_syncs
-from failover.copy_progress import PartitionProgress
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -197,132 +187,3 @@ def test_counters_keep_the_last_timestamp_when_a_batch_has_none() -> None:
     counters.add_batch(5, 50, last_timestamp_ms=0)
     assert (counters.records_copied, counters.bytes_copied) == (15, 150)
     assert counters.last_timestamp_ms == 1_700_000_000_000
-
-
-# -- the worker's own counting -------------------------------------------------------------------
-
-TOPOLOGY = """
-name: metrics
-clusters:
-  east: {bootstrap_servers: "127.0.0.1:1"}
-  west: {bootstrap_servers: "127.0.0.1:2"}
-flows:
-  - {source: east, target: west}
-"""
-
-
-@dataclass
-class FakeMessage:
-    _topic: str
-    _partition: int
-    _offset: int
-    _timestamp: int
-    _value: bytes = b"value"
-    _key: bytes | None = b"key"
-
-    def error(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def headers(self) -> None:
-        return None
-
-    def timestamp(self) -> tuple[int, int]:
-        return TIMESTAMP_CREATE_TIME, self._timestamp
-
-    def value(self) -> bytes:
-        return self._value
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def leader_epoch(self) -> int:
-        return 0
-
-
-@dataclass
-class Delivered:
-    _offset: int
-
-    def offset(self) -> int:
-        return self._offset
-
-
-@dataclass
-class FakeProducer:
-    """Accepts every record and acknowledges them all when told to."""
-
-    pending: list[Any] = field(default_factory=list)
-    next_offset: int = 0
-
-    def produce(self, topic: str, value: Any, key: Any, **kwargs: Any) -> None:
-        self.pending.append(kwargs["on_delivery"])
-
-    def acknowledge_all(self) -> None:
-        for on_delivery in self.pending:
-            on_delivery(None, Delivered(self.next_offset))
-            self.next_offset += 1
-        self.pending.clear()
-
-
-def lane(topic: str, partition: int) -> Lane:
-    progress = PartitionProgress(
-        offset_syncs.TopicPartition(topic, partition),
-        source_topic_id=b"S" * 16,
-        target_topic_id=b"T" * 16,
-        start=0,
-    )
-    return Lane(
-        source=KafkaPartition(topic, partition),
-        remote_topic=f"east.{topic}",
-        progress=progress,
-        prefix=b"",
-        committed=0,
-    )
-
-
-@pytest.fixture
-def worker() -> FlowWorker:
-    topology = load_topology_text(TOPOLOGY)
-    return FlowWorker(worker_settings(topology, topology.flows[0], {}))
-
-
-def test_worker_counts_per_partition_and_samples_latency_per_stretch(worker: FlowWorker) -> None:
-    producer = FakeProducer()
-    worker._producer = producer  # type: ignore[assignment]
-    worker._lanes = {("orders", 0): lane("orders", 0), ("orders", 1): lane("orders", 1)}
-    created = int(time.time() * 1000) - 2_000
-    # Interleaved partitions, and a record of a partition this worker does not own.
-    batch = [
-        FakeMessage("orders", 0, 0, created),
-        FakeMessage("orders", 0, 1, created + 1, _value=b"longer value"),
-        FakeMessage("orders", 1, 0, created + 2),
-        FakeMessage("orders", 2, 0, created + 3),
-        FakeMessage("orders", 0, 2, created + 4, _key=None),
-    ]
-    worker._copy(batch)  # type: ignore[arg-type]
-    producer.acknowledge_all()
-
-    reports = {(r.topic, r.partition): r for r in worker.partition_reports()}
-    assert set(reports) == {("orders", 0), ("orders", 1)}
-    p0, p1 = reports[("orders", 0)], reports[("orders", 1)]
-    assert p0.records_copied == 3
-    assert p0.bytes_copied == (5 + 3) + (12 + 3) + 5
-    assert p1.records_copied == 1
-    assert p1.bytes_copied == 5 + 3
-    assert worker.stats.records_copied == 4
-    assert p0.record_age_ms is not None and 1_900 <= p0.record_age_ms < 60_000
-    # One sampled copy per stretch of a partition: ack time minus its timestamp.
-    assert p0.latency_ms is not None and 2_000 <= p0.latency_ms < 60_000
-    assert p1.latency_ms is not None and 1_990 <= p1.latency_ms < 60_000
-    assert p0.remote_topic == "east.orders"
-    assert p0.replicated_offset == 0  # nothing sealed and synced yet
-    assert p0.source_end_offset is None  # the loop has not cached an end yet

@@ -6,8 +6,9 @@ import pytest
 from confluent_kafka import KafkaError
 
 from drsvc.errors import FatalClientError
+from drsvc.runtime.replication.at_least_once import AtLeastOnce
+from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.settings import worker_settings
-from drsvc.runtime.replication.worker import FlowWorker
 from drsvc.topology import load_topology_text
 
 PAIR = """
@@ -20,18 +21,20 @@ flows:
 """
 
 
-def worker() -> FlowWorker:
+def delivery() -> AtLeastOnce:
     topology = load_topology_text(PAIR)
-    return FlowWorker(worker_settings(topology, topology.flow("east", "west"), {}))
+    engine = ReplicationEngine(worker_settings(topology, topology.flow("east", "west"), {}))
+    assert isinstance(engine.delivery, AtLeastOnce)
+    return engine.delivery
 
 
 def test_a_fatal_client_error_stops_the_worker_with_a_temporary_error() -> None:
-    w = worker()
+    w = delivery()
     w.raise_if_fatal()  # nothing yet
-    w._on_error(KafkaError(KafkaError._TRANSPORT, "broker down"))  # not fatal: logged only
+    w.on_client_error(KafkaError(KafkaError._TRANSPORT, "broker down"))  # not fatal: logged only
     w.raise_if_fatal()
 
-    w._on_error(KafkaError(KafkaError._FATAL, "idempotence broke", fatal=True))
+    w.on_client_error(KafkaError(KafkaError._FATAL, "idempotence broke", fatal=True))
 
     with pytest.raises(FatalClientError, match="east->west hit a fatal error") as raised:
         w.raise_if_fatal()

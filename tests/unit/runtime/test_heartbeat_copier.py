@@ -1,13 +1,13 @@
-"""What a flow's heartbeat lane copies, under which names, and with which headers."""
+"""What a flow's heartbeat copier copies, under which names, and with which headers."""
 
 from __future__ import annotations
 
-from drsvc.runtime.replication.heartbeat_lane import (
+from drsvc.runtime.replication.heartbeat_copier import (
     LANE_MESSAGE_TIMEOUT_MS,
+    copier_consumer_config,
+    copier_producer_config,
     copy_headers,
     heartbeat_routes,
-    lane_consumer_config,
-    lane_producer_config,
 )
 from drsvc.runtime.replication.settings import WorkerSettings, worker_settings
 from drsvc.topology import load_topology_text
@@ -102,12 +102,12 @@ def test_copies_keep_headers_and_append_provenance() -> None:
 
 def test_clients_have_their_own_group_start_at_the_end_and_drop_late_copies() -> None:
     flow = settings("east", "west")
-    consumer = lane_consumer_config(flow)
+    consumer = copier_consumer_config(flow)
     assert consumer["group.id"] == "drsvc-heartbeats.east-west" != flow.group_id
     assert consumer["auto.offset.reset"] == "latest"
     assert consumer["enable.auto.commit"] is False
     assert consumer["bootstrap.servers"] == "127.0.0.1:1"
-    producer = lane_producer_config(flow)
+    producer = copier_producer_config(flow)
     assert producer["bootstrap.servers"] == "127.0.0.1:2"
     assert producer["message.timeout.ms"] == LANE_MESSAGE_TIMEOUT_MS
     assert producer["linger.ms"] <= 5

@@ -1,13 +1,13 @@
-"""The heartbeat lane of a flow: heartbeats copied on their own, never behind a data backlog.
+"""The heartbeat copier of a flow: heartbeats copied on their own, never behind a data backlog.
 
 A flow's worker may be minutes behind on a large backlog; its heartbeats must not be, or the far
-side would take a busy flow for a dead cluster. So heartbeats get a lane of their own: a thread
+side would take a busy flow for a dead cluster. So heartbeats get a copier of their own: a thread
 with its own consumer and its own producer, copying every heartbeats topic the flow copies (the
 source's own ``heartbeats`` and, with multi-hop, the upstream copies on it such as
 ``south.heartbeats``) to its remote name on the target, which it creates.
 
 The consumer assigns itself every partition of those topics instead of joining a consumer group.
-A group would make the workers of one flow copy each heartbeat once, but it ties the lane to the
+A group would make the workers of one flow copy each heartbeat once, but it ties the copier to the
 source's group coordinator: after a source restart the member had to rejoin, and heartbeats
 resumed about ten seconds later than the cluster did. Without a group they resume within about
 a second. The price: a flow run by N workers copies each heartbeat N times, which freshness does
@@ -15,7 +15,7 @@ not mind (an observer counts arrivals) and which emitter id and sequence make re
 
 Copies keep key, value, timestamp, partition and headers and get the provenance header appended
 like every copy, so the identity policy's loop check works for heartbeats too. No offset syncs
-and no committed progress: a lane that starts (or takes a partition over) begins at the end of the
+and no committed progress: a copier that starts (or takes a partition over) begins at the end of the
 log, because old heartbeats say nothing about the present. For the same reason a copy that does
 not reach the target within a few seconds is dropped rather than retried.
 """
@@ -61,13 +61,13 @@ Headers = list[tuple[str, str | bytes | None]]
 
 #: a copy not acknowledged by the target within this long is dropped (see the module docstring)
 LANE_MESSAGE_TIMEOUT_MS = 5000
-#: longest wait for one admin call, so a cluster that is down never holds the lane for long
+#: longest wait for one admin call, so a cluster that is down never holds the copier for long
 ADMIN_TIMEOUT_S = 3.0
 
 
 @dataclass
-class HeartbeatLaneStats:
-    """Counters of one lane (monotonic, never reset)."""
+class HeartbeatCopierStats:
+    """Counters of one copier (monotonic, never reset)."""
 
     copied: int = 0
     failed: int = 0
@@ -110,14 +110,14 @@ def copy_headers(
     return copied
 
 
-def lane_consumer_config(s: WorkerSettings) -> dict[str, Any]:
-    """The lane's source consumer: assigned partitions only (the group id is required by the
+def copier_consumer_config(s: WorkerSettings) -> dict[str, Any]:
+    """The copier's source consumer: assigned partitions only (the group id is required by the
     client, but never joined), no commits, starting at the end, short fetch waits, quick
     reconnects."""
     config: dict[str, Any] = dict(s.source_client)
     config.update(
         {
-            "group.id": naming.heartbeat_lane_group(s.source_alias, s.target_alias),
+            "group.id": naming.heartbeat_copier_group(s.source_alias, s.target_alias),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "latest",
@@ -135,8 +135,8 @@ def lane_consumer_config(s: WorkerSettings) -> dict[str, Any]:
     return config
 
 
-def lane_producer_config(s: WorkerSettings) -> dict[str, Any]:
-    """The lane's target producer: no batching delay, a short delivery timeout."""
+def copier_producer_config(s: WorkerSettings) -> dict[str, Any]:
+    """The copier's target producer: no batching delay, a short delivery timeout."""
     config: dict[str, Any] = dict(s.target_client)
     config.update(
         {
@@ -156,12 +156,12 @@ def lane_producer_config(s: WorkerSettings) -> dict[str, Any]:
     return config
 
 
-class HeartbeatLane:
+class HeartbeatCopier:
     """Copies a flow's heartbeats on a thread of its own (see the module docstring)."""
 
     def __init__(self, settings: WorkerSettings, refresh_interval_s: float = 5.0) -> None:
         self.settings = settings
-        self.stats = HeartbeatLaneStats()
+        self.stats = HeartbeatCopierStats()
         self.refresh_interval_s = refresh_interval_s
         self._identity_loop_check = (
             settings.policy.format_remote_topic(settings.source_alias, "x") == "x"
@@ -174,16 +174,16 @@ class HeartbeatLane:
         self._assigned: set[tuple[str, int]] = set()
         self._source_topic_ids: dict[str, bytes] = {}
         self._source_outage = OutageLog(
-            f"heartbeat lane {settings.flow_id}: finding heartbeats topics on"
+            f"heartbeat copier {settings.flow_id}: finding heartbeats topics on"
             f" {settings.source_alias}",
             log,
         )
         self._target_outage = OutageLog(
-            f"heartbeat lane {settings.flow_id}: creating heartbeats topics on"
+            f"heartbeat copier {settings.flow_id}: creating heartbeats topics on"
             f" {settings.target_alias}",
             log,
         )
-        self._delivery = OutageLog(f"heartbeat lane {settings.flow_id}: copying heartbeats", log)
+        self._delivery = OutageLog(f"heartbeat copier {settings.flow_id}: copying heartbeats", log)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -192,7 +192,7 @@ class HeartbeatLane:
         if self._thread is not None:
             return
         self._thread = threading.Thread(
-            target=self.run, name=f"heartbeat-lane-{self.settings.flow_id}", daemon=True
+            target=self.run, name=f"heartbeat-copier-{self.settings.flow_id}", daemon=True
         )
         self._thread.start()
 
@@ -202,15 +202,15 @@ class HeartbeatLane:
             self._thread.join(timeout_s)
 
     def run(self) -> None:
-        """The lane's loop (the thread's body; callable directly too)."""
+        """The copier's loop (the thread's body; callable directly too)."""
         s = self.settings
         source_admin = heartbeat_admin(s.source_client)
         target_admin = heartbeat_admin(s.target_client)
-        self._consumer = Consumer(lane_consumer_config(s))
-        producer = Producer(lane_producer_config(s))
+        self._consumer = Consumer(copier_consumer_config(s))
+        producer = Producer(copier_producer_config(s))
         next_refresh = 0.0
-        # A lane that died would make its source look dead on the target: it survives anything.
-        crashes = OutageLog(f"heartbeat lane {s.flow_id}", log)
+        # A copier that died would make its source look dead on the target: it survives anything.
+        crashes = OutageLog(f"heartbeat copier {s.flow_id}", log)
         try:
             while not self._stop.is_set():
                 try:
@@ -260,14 +260,14 @@ class HeartbeatLane:
             if gone:
                 consumer.incremental_unassign([TopicPartition(t, p) for t, p in gone])
             if new:
-                # From the end: heartbeats written before the lane (re)started are history.
+                # From the end: heartbeats written before the copier (re)started are history.
                 consumer.incremental_assign([TopicPartition(t, p, OFFSET_END) for t, p in new])
         except KafkaException as err:
-            log.warning("heartbeat lane %s: following %s: %s", s.flow_id, ready, err)
+            log.warning("heartbeat copier %s: following %s: %s", s.flow_id, ready, err)
             return
         if new or gone:
             log.info(
-                "heartbeat lane %s copies %s",
+                "heartbeat copier %s copies %s",
                 s.flow_id,
                 ", ".join(f"{t} -> {routes[t]}" for t in ready) or "nothing",
             )
@@ -286,13 +286,13 @@ class HeartbeatLane:
         if not recreated or self._consumer is None:
             return
         log.info(
-            "heartbeat lane %s: %s recreated on %s, following it with a new consumer",
+            "heartbeat copier %s: %s recreated on %s, following it with a new consumer",
             self.settings.flow_id,
             ", ".join(recreated),
             self.settings.source_alias,
         )
         self._consumer.close()
-        self._consumer = Consumer(lane_consumer_config(self.settings))
+        self._consumer = Consumer(copier_consumer_config(self.settings))
         self._assigned = set()
 
     def _ensure_remote(self, target_admin: AdminClient, remote: str, partitions: int) -> bool:
@@ -326,7 +326,7 @@ class HeartbeatLane:
     def _copy(self, producer: Producer, msg: Message) -> None:
         err = msg.error()
         if err is not None:
-            log.debug("heartbeat lane %s: consuming: %s", self.settings.flow_id, err.str())
+            log.debug("heartbeat copier %s: consuming: %s", self.settings.flow_id, err.str())
             return
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         remote = self.stats.routes.get(topic or "")

@@ -1,0 +1,534 @@
+"""At-least-once delivery: one idempotent producer, a source consumer group, syncs before commits.
+
+* The engine's source consumer (``read_committed``) is subscribed to the topics discovery finds,
+  in the flow's consumer group on the source: workers of the same flow share the partitions.
+* One idempotent producer with ``acks=all`` writes every copy; delivery reports feed
+  :class:`failover.copy_progress.PartitionProgress` per source partition: finished runs become
+  offset syncs on ``drsvc.offset-syncs.<source>``, and the source group's offset is committed
+  only up to the end of runs whose syncs the target acknowledged.
+* Any failed delivery (including message timeouts during a long target outage) stops that
+  partition, lets in-flight records settle, and rewinds it to the first record that did not make
+  it, with a growing pause between attempts (the lane's state machine decides; this module
+  executes the rewind). A lost sync write rebuilds syncs from the target first. Nothing is
+  skipped.
+* An idle partition's last copy is written again as a keepalive sync before the sync topic's
+  retention can delete every sync that maps it (:mod:`failover.keepalive`), so its consumers'
+  positions stay translatable however long it stays idle.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from drsvc.errors import FatalClientError, KafkaUnavailableError
+from drsvc.runtime.replication.boundary import Consumer, Producer, TopicCatalog
+from drsvc.runtime.replication.client_configs import consumer_config, producer_config
+from drsvc.runtime.replication.lane import Lane
+from drsvc.runtime.replication.settings import keepalive_policy
+from drsvc.runtime.replication.sync_writer import SyncWriter
+from drsvc.runtime.replication.topics import MirroredTopic
+from failover.copy_progress import PartitionProgress
+from failover.partition_state import (
+    Action,
+    CommittedProgress,
+    DeliveryFailed,
+    Reading,
+    RebuildSyncs,
+    RepairDone,
+    RepairFailed,
+    ReportLostRecords,
+    ReportRecreatedTopic,
+    RestartProgress,
+    RestartSeekDone,
+    RetentionOvertook,
+    Rewind,
+    TopicRecreated,
+)
+
+if TYPE_CHECKING:
+    from drsvc.runtime.replication.engine import ReplicationEngine
+
+log = logging.getLogger(__name__)
+
+#: how far back the sync topic is read for an idle partition's last copy after a restart; the
+#: read blocks copying, so it is bounded (beyond it the last copy waits for the next copy)
+LAST_COPY_SCAN = 200_000
+
+
+class AtLeastOnce:
+    """The at-least-once mode of a :class:`ReplicationEngine` (see the module docstring)."""
+
+    mode = "at-least-once"
+
+    def __init__(self, engine: ReplicationEngine) -> None:
+        self.engine = engine
+        self.settings = engine.settings
+        self.stats = engine.stats
+        self._subscribed: list[str] = []
+        self._producer: Producer | None = None
+        self._syncs: SyncWriter | None = None
+        #: a fatal producer error (librdkafka cannot use the producer again): the worker stops
+        self._fatal: str | None = None
+        self._keepalive = keepalive_policy(engine.settings)
+        self._next_seal = 0.0
+        self._next_commit = 0.0
+
+    # ------------------------------------------------------------------ setup
+
+    def prepare(self, catalog: TopicCatalog) -> None:
+        catalog.ensure_sync_topic()
+
+    def source_config(self) -> dict[str, Any]:
+        return consumer_config(self.settings)
+
+    def start(self) -> None:
+        engine = self.engine
+        self._producer = engine.kafka.producer(
+            {**producer_config(self.settings), "error_cb": self.on_client_error}
+        )
+        self._syncs = SyncWriter(
+            self.settings,
+            self._producer,
+            self.stats,
+            engine.kafka.sync_log(),
+            engine.clock,
+            engine.apply,
+        )
+        now = engine.clock.monotonic()
+        self._next_seal = now + self.settings.seal_interval_s
+        self._next_commit = now + self.settings.commit_interval_s
+
+    @property
+    def producer(self) -> Producer:
+        assert self._producer is not None
+        return self._producer
+
+    @property
+    def syncs(self) -> SyncWriter:
+        assert self._syncs is not None
+        return self._syncs
+
+    # ------------------------------------------------------------------ fatal errors
+
+    def raise_if_fatal(self) -> None:
+        """Stop copying after a fatal producer error: every record would fail and rewind
+        forever. The supervisor (or the operator) then starts a worker with a new producer; what
+        was acknowledged is committed on the way out, the rest is copied again by the next one."""
+        if self._fatal is not None:
+            raise FatalClientError(
+                f"the producer of flow {self.settings.flow_id} hit a fatal error: {self._fatal}"
+            )
+
+    def on_client_error(self, err: KafkaError) -> None:
+        """The producer's error callback (connection trouble, or a fatal error)."""
+        if err.fatal():
+            self._fatal = err.str()
+            log.error("flow %s: fatal producer error: %s", self.settings.flow_id, err.str())
+        else:
+            log.warning("flow %s: %s", self.settings.flow_id, err.str())
+
+    # ------------------------------------------------------------------ the loop's hooks
+
+    def reading(self) -> bool:
+        # Subscribed but given nothing yet: consuming is what joins the group.
+        return bool(self._subscribed)
+
+    def before_batch(self, now: float) -> None:
+        self.raise_if_fatal()
+
+    def idle(self, timeout_s: float) -> None:
+        self.producer.poll(timeout_s)
+
+    def serve(self, timeout_s: float) -> None:
+        self.producer.poll(timeout_s)
+
+    def after_batch(self, now: float) -> None:
+        self.producer.poll(0)
+        s = self.settings
+        if now >= self._next_seal:
+            self._seal_runs()
+            self._next_seal = now + s.seal_interval_s
+        if now >= self._next_commit:
+            self._commit(asynchronous=True)
+            self._write_keepalives(now)
+            self._next_commit = now + s.commit_interval_s
+
+    def replicated_offset(self, lane: Lane) -> int:
+        return lane.progress.commit_position
+
+    # ------------------------------------------------------------------ the hot path's hooks
+
+    def open(self, lane: Lane, now: float) -> Producer | None:
+        return self._producer
+
+    def copied(self, lane: Lane, records: int) -> None:
+        pass
+
+    def queue_full(self, lane: Lane, producer: Producer) -> bool:
+        producer.poll(0.05)
+        return lane.progress.accepting
+
+    def refused(self, lane: Lane, offset: int, epoch: int, err: KafkaError) -> None:
+        lane.progress.produced(offset, epoch)
+        self._failed(lane, offset, err.str())
+
+    def on_delivery(
+        self, lane: Lane, source_offset: int, err: KafkaError | None, msg: Message
+    ) -> None:
+        # Each report carries its source offset: after a failure librdkafka may report queued
+        # records (timed out) before those already sent, so report order is not produce order.
+        if err is None:
+            lane.progress.delivered(source_offset, msg.offset())  # type: ignore[arg-type]
+            return
+        self.stats.delivery_failures += 1
+        if err.fatal() and self._fatal is None:
+            self._fatal = err.str()
+        self._failed(lane, source_offset, err.str())
+
+    def _failed(self, lane: Lane, offset: int, reason: str) -> None:
+        lane.progress.failed(offset, reason)
+        self.engine.apply(lane, DeliveryFailed(offset, reason))
+
+    # ------------------------------------------------------------------ runs, syncs, commits
+
+    def _seal_runs(self) -> None:
+        engine = self.engine
+        lanes = [lane for lane in engine.lanes.values() if lane.copying and lane.progress.accepting]
+        if lanes:
+            for position in engine.consumer.position([lane.source for lane in lanes]):
+                lane = engine.lanes.get((position.topic, position.partition))
+                if lane is not None and position.offset >= 0:
+                    lane.progress.seal(position.offset)
+        self._write_syncs()
+
+    def _write_syncs(self) -> None:
+        for lane in list(self.engine.lanes.values()):
+            for finished in lane.progress.take_finished():
+                self.syncs.write(lane, finished)
+
+    def _write_keepalives(self, now: float) -> None:
+        """Write the keepalive sync of every partition idle for the keepalive interval (cheap
+        when none is due: a few comparisons per partition)."""
+        now_ms = round(now * 1000)
+        looked_up = False
+        for lane in list(self.engine.lanes.values()):
+            if lane.last_copy is None and lane.learn_last_copy and not looked_up:
+                # One bounded read of the sync topic per round, so a restart with many idle
+                # partitions does not hold copying back for long.
+                looked_up = self._learn_last_copy(lane, now)
+            sync = lane.keepalive(self._keepalive, now_ms)
+            if sync is not None:
+                self.syncs.write_keepalive(lane, sync)
+
+    def _learn_last_copy(self, lane: Lane, now: float) -> bool:
+        """After a restart at committed progress: read an idle partition's last copy from the
+        sync topic's tail. Returns whether the sync topic was read."""
+        idle = lane.progress.next_offset == lane.progress.start
+        if not idle or now - lane.assigned_at < self.settings.refresh_interval_s:
+            return False  # a partition with records learns its last copy from its own syncs
+        if lane.sync_state() is None:
+            return False
+        lane.learn_last_copy = False
+        progress = lane.progress
+        try:
+            copy = self.engine.kafka.sync_log().written_last_copy(
+                progress.tp,
+                (progress.source_topic_id, progress.target_topic_id),
+                LAST_COPY_SCAN,
+                10.0,
+            )
+        except (KafkaUnavailableError, KafkaException) as err:
+            log.warning(
+                "%s-%s: cannot read its last copy from %s (%s); its keepalive syncs wait for "
+                "its next copy",
+                lane.source.topic,
+                lane.source.partition,
+                self.settings.sync_topic,
+                err,
+            )
+            return True
+        if copy is not None and lane.last_copy is None:
+            lane.last_copy = copy
+        return True
+
+    def _commit(self, asynchronous: bool, lanes: list[Lane] | None = None) -> None:
+        engine = self.engine
+        offsets = []
+        for lane in lanes if lanes is not None else list(engine.lanes.values()):
+            position = lane.progress.commit_position
+            if position > lane.committed:
+                epoch = lane.progress.commit_epoch
+                offsets.append(
+                    TopicPartition(
+                        lane.source.topic,
+                        lane.source.partition,
+                        position,
+                        leader_epoch=epoch,  # -1: unknown
+                    )
+                )
+                lane.committed = position
+        if not offsets:
+            return
+        try:
+            if asynchronous:
+                engine.consumer.commit(offsets=offsets, asynchronous=True)
+            else:
+                engine.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as err:
+            # A failed commit only means more re-copying after a restart; keep going.
+            log.warning("committing progress of %s: %s", self.settings.flow_id, err)
+            for offset in offsets:
+                failed = engine.lanes.get((offset.topic, offset.partition))
+                if failed is not None:
+                    failed.committed = -1
+
+    # ------------------------------------------------------------------ the lane's actions
+
+    def execute(self, lane: Lane, action: Action) -> None:
+        match action:
+            case Rewind(_position, backoff_s, _failures, reason):
+                position = lane.progress.rewind()
+                self.stats.rewinds += 1
+                log.error(
+                    "copying %s-%s to %s failed at offset %d (%s); copying again from there "
+                    "in %.1fs",
+                    lane.source.topic,
+                    lane.source.partition,
+                    self.settings.target_alias,
+                    position,
+                    reason,
+                    backoff_s,
+                )
+                self._write_syncs()
+            case RebuildSyncs(from_offset):
+                try:
+                    pending = self.syncs.repair(lane, from_offset, timeout_s=10.0)
+                except (KafkaUnavailableError, KafkaException) as err:
+                    log.warning("cannot rebuild offset syncs yet (%s); retrying", err)
+                    self.engine.apply(lane, RepairFailed(str(err)))
+                    return
+                self.engine.apply(lane, RepairDone(pending))
+            case RestartProgress(at, new_topic_ids):
+                self._restart(lane, at, new_topic_ids)
+            case ReportLostRecords(count, log_start):
+                log.error(
+                    "%d record(s) of %s-%s were deleted by retention on %s before they were "
+                    "copied (next to copy %d, log now starts at %d); they are missing on %s",
+                    count,
+                    lane.source.topic,
+                    lane.source.partition,
+                    self.settings.source_alias,
+                    lane.progress.next_offset,
+                    log_start,
+                    self.settings.target_alias,
+                )
+                self.stats.records_lost_to_retention += count
+            case ReportRecreatedTopic(log_start):
+                log.error(
+                    "%s-%s: the source or remote topic was deleted and recreated; copying the "
+                    "new topic from its start (offset %d) with fresh offset syncs",
+                    lane.source.topic,
+                    lane.source.partition,
+                    log_start,
+                )
+            case _:
+                raise AssertionError(f"at-least-once cannot execute {action!r}")
+
+    def _restart(self, lane: Lane, at: int, new_topic_ids: tuple[bytes, bytes] | None) -> None:
+        """Finish the runs up to the last record read, then start a fresh run at ``at`` (after
+        retention overtook the copy, or for a recreated topic, with its new ids), so no sync
+        ever describes deleted positions as empty or maps a new topic through old ids. Asked
+        for every cycle until the seek works."""
+        progress = lane.progress
+        ids = new_topic_ids or (progress.source_topic_id, progress.target_topic_id)
+        restarted = (
+            progress.start == at
+            and progress.next_offset == at
+            and (progress.source_topic_id, progress.target_topic_id) == ids
+            and progress.in_flight == 0
+        )
+        if not restarted:  # not yet: an earlier cycle's seek may have failed after restarting
+            progress.seal(progress.next_offset)
+            self._write_syncs()
+            lane.restarted()
+            lane.progress = PartitionProgress(
+                progress.tp, source_topic_id=ids[0], target_topic_id=ids[1], start=at
+            )
+            if new_topic_ids is None:
+                lane.progress.commit_position = max(at, progress.commit_position)
+            else:
+                lane.committed = -1  # another topic now: its progress starts over
+        if self.engine.seek(lane, at):
+            self.engine.apply(lane, RestartSeekDone())
+
+    def position_deleted(self, lane: Lane) -> None:
+        """The next record to copy was deleted by retention on the source: the lane's state
+        says how many records were lost and restarts at the log start once nothing of the
+        partition is in flight."""
+        if lane.state.restart is not None:
+            return
+        # A position beyond the log can also mean the topic was recreated: look first.
+        if self.engine.refresh_topics():
+            self._follow_recreated_topics()
+        if lane.state.restart is not None:
+            return
+        low, _high = self.engine.consumer.get_watermark_offsets(
+            lane.source, timeout=10, cached=False
+        )
+        self.engine.apply(lane, RetentionOvertook(low, lane.progress.next_offset))
+
+    def _follow_recreated_topics(self) -> None:
+        """Restart lanes whose source or remote topic got a new id (deleted and recreated)."""
+        engine = self.engine
+        for lane in list(engine.lanes.values()):
+            mirrored = engine.mirrored.get(lane.source.topic)
+            restart = lane.state.restart
+            if mirrored is None or (restart is not None and restart.new_topic_ids is not None):
+                continue
+            ids = (mirrored.source.topic_id, mirrored.remote.topic_id)
+            if ids == (lane.progress.source_topic_id, lane.progress.target_topic_id):
+                continue
+            low, _high = engine.consumer.get_watermark_offsets(
+                lane.source, timeout=10, cached=False
+            )
+            engine.apply(lane, TopicRecreated(ids[0], ids[1], low))
+
+    def reassign(self, lane: Lane, position: int) -> None:
+        """Assign every lane again, ``lane`` at ``position`` and the others where they are."""
+        engine = self.engine
+        consumer = engine.consumer
+        others = [other.source for other in engine.lanes.values() if other is not lane]
+        positions = consumer.position(others) if others else []
+        assignment = [
+            TopicPartition(tp.topic, tp.partition, tp.offset) for tp in positions if tp.offset >= 0
+        ]
+        assignment += [
+            TopicPartition(
+                tp.topic, tp.partition, engine.lanes[(tp.topic, tp.partition)].progress.next_offset
+            )
+            for tp in positions
+            if tp.offset < 0
+        ]
+        assignment.append(TopicPartition(lane.source.topic, lane.source.partition, position))
+        consumer.assign(assignment)
+        held = [
+            other.source
+            for other in engine.lanes.values()
+            if not isinstance(other.state.hold, Reading)
+        ]
+        if held:
+            consumer.pause(held)
+
+    # ------------------------------------------------------------------ topics and assignment
+
+    def topics_changed(self, mirrored: dict[str, MirroredTopic]) -> None:
+        self._follow_recreated_topics()
+        wanted = sorted(mirrored)
+        if wanted == self._subscribed:
+            return
+        consumer = self.engine.consumer
+        log.info(
+            "flow %s copies %d topic(s): %s", self.settings.flow_id, len(wanted), ", ".join(wanted)
+        )
+        if wanted:
+            consumer.subscribe(
+                wanted, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+        else:
+            consumer.unsubscribe()
+        self._subscribed = wanted
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        engine = self.engine
+        if any(
+            (m := engine.mirrored.get(tp.topic)) is not None and tp.partition >= m.remote.partitions
+            for tp in partitions
+        ):
+            # The consumer saw new source partitions before discovery grew the remote topic.
+            engine.refresh_topics()
+        committed = consumer.committed(partitions, timeout=30)
+        starts = engine.start_positions(
+            [
+                (
+                    tp.topic,
+                    tp.partition,
+                    CommittedProgress(tp.offset, tp.leader_epoch) if tp.offset >= 0 else None,
+                )
+                for tp in committed
+                if tp.topic in engine.mirrored
+            ]
+        )
+        assigned = []
+        for tp in partitions:
+            mirrored = engine.mirrored.get(tp.topic)
+            if mirrored is None:
+                continue
+            start = starts[(tp.topic, tp.partition)]
+            lane = engine.new_lane(mirrored, tp.partition, start.offset)
+            lane.learn_last_copy = start.resumed
+            engine.add_lane(lane)
+            self.syncs.rebuild(lane, start.offset)
+            # With the committed leader epoch the consumer first checks that the source log
+            # was not truncated below the position (KIP-320) before it fetches from there.
+            assigned.append(
+                TopicPartition(
+                    tp.topic, tp.partition, start.offset, leader_epoch=start.leader_epoch
+                )
+            )
+        consumer.assign(assigned)
+        engine.follow_control([engine.lanes[(tp.topic, tp.partition)] for tp in assigned])
+        log.info("flow %s took %d partition(s)", self.settings.flow_id, len(assigned))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        lanes = self._lanes_of(partitions)
+        self._settle(lanes)
+        self._commit(asynchronous=False, lanes=lanes)
+        self.engine.drop_lanes(lanes)
+        consumer.unassign()
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Someone else owns these now: do not commit for them, and send none of their copies
+        # still queued, which would land between the new owner's copies without a sync. The
+        # purge takes every partition's queued records (librdkafka purges per producer): those
+        # of partitions still owned fail with a purge error and are copied again (a rewind).
+        lanes = self._lanes_of(partitions)
+        log.warning("flow %s lost %d partition(s)", self.settings.flow_id, len(lanes))
+        if self._producer is not None and lanes:
+            self._producer.purge(in_queue=True, in_flight=False, blocking=True)
+            self._producer.poll(0)
+        self.engine.drop_lanes(lanes)
+        consumer.unassign()
+
+    def _lanes_of(self, partitions: list[TopicPartition]) -> list[Lane]:
+        lanes = self.engine.lanes
+        return [lane for tp in partitions if (lane := lanes.get((tp.topic, tp.partition)))]
+
+    def _settle(self, lanes: list[Lane]) -> None:
+        """Let in-flight records land, seal and write the syncs of ``lanes``, wait for them."""
+        engine = self.engine
+        producer = self.producer
+        producer.flush(self.settings.settle_timeout_s)
+        active = [lane for lane in lanes if lane.copying and lane.progress.accepting]
+        if active:
+            for position in engine.consumer.position([lane.source for lane in active]):
+                lane = engine.lanes.get((position.topic, position.partition))
+                if lane is not None and position.offset >= 0:
+                    lane.progress.seal(position.offset)
+        for lane in lanes:
+            if lane.progress.ready_to_rewind:
+                lane.progress.rewind()
+        self._write_syncs()
+        producer.flush(self.settings.settle_timeout_s)
+
+    def shutdown(self) -> None:
+        try:
+            if self._producer is not None:
+                lanes = list(self.engine.lanes.values())
+                self._settle(lanes)
+                self._commit(asynchronous=False, lanes=lanes)
+        finally:
+            if self._producer is not None:
+                self._producer.flush(self.settings.settle_timeout_s)

@@ -1,0 +1,214 @@
+"""Everything the replication engine needs from the outside world, behind one object.
+
+The engine and its two delivery modes never construct a Kafka client, read the wall clock or
+start a thread themselves: they ask a :class:`KafkaBoundary` for clients, the flow's topic catalog
+(discovery, internal topics, slot ownership), the sync log (what the target already holds) and
+the heartbeat copier, and a :class:`Clock` for the time. :class:`ConfluentKafka` and
+:class:`SystemClock` are the real ones; tests pass fakes, so the whole loop of both modes runs in
+a unit test without a broker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from confluent_kafka import Consumer as _Consumer
+from confluent_kafka import ConsumerGroupState
+from confluent_kafka import Producer as _Producer
+
+from drsvc.adapters.kafka_admin import create_topic, describe_topics
+from drsvc.errors import KafkaUnavailableError
+from drsvc.runtime.replication import repair
+from drsvc.runtime.replication.heartbeat_copier import HeartbeatCopier
+from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.topics import (
+    MirroredTopic,
+    TopicMirror,
+    ensure_sync_topic,
+    mirror_for,
+)
+from failover import offset_syncs
+from failover.keepalive import LastCopy
+
+#: the clients the engine uses (confluent-kafka's; fakes stand in for them in unit tests)
+Consumer = _Consumer
+Producer = _Producer
+
+
+class Clock(Protocol):
+    """The engine's time: ``monotonic`` for every deadline, ``time`` (wall seconds) only to
+    compare with record timestamps."""
+
+    def monotonic(self) -> float: ...
+
+    def time(self) -> float: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time()
+
+
+class TopicCatalog(Protocol):
+    """The flow's topics on both clusters: discovery and the internal topics."""
+
+    def refresh(self) -> dict[str, MirroredTopic]:
+        """Discover source topics, create or grow remote topics; what is mirrored now. Raises
+        :class:`drsvc.errors.KafkaUnavailableError` when a cluster cannot be asked."""
+        ...
+
+    def ensure_sync_topic(self) -> None: ...
+
+    def ensure_topic(self, name: str, partitions: int) -> int:
+        """Create an internal topic on the target if it is missing; its partition count."""
+        ...
+
+    def slot_assigned(self, group: str, member_id: str, topic: str, slot: int) -> bool | None:
+        """Does ``group``'s coordinator assign ``topic``'s partition ``slot`` to ``member_id``?
+        None when it cannot say (unreachable, or a rebalance in progress)."""
+        ...
+
+
+class SyncLog(Protocol):
+    """What the target already holds of a flow: copies by their provenance headers, and the
+    written offset syncs (see :mod:`.repair`)."""
+
+    def unsynced_copies(
+        self, remote_topic: str, partition: int, source_topic: str, start: int, timeout_s: float
+    ) -> list[tuple[int, int]]: ...
+
+    def written_sync_end(
+        self, tp: offset_syncs.TopicPartition, topic_ids: tuple[bytes, bytes], timeout_s: float
+    ) -> int: ...
+
+    def written_last_copy(
+        self,
+        tp: offset_syncs.TopicPartition,
+        topic_ids: tuple[bytes, bytes],
+        max_scan: int,
+        timeout_s: float,
+    ) -> LastCopy | None: ...
+
+
+class BackgroundCopier(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self, timeout_s: float = 10.0) -> None: ...
+
+
+class KafkaBoundary(Protocol):
+    def consumer(self, config: Mapping[str, Any]) -> Consumer: ...
+
+    def producer(self, config: Mapping[str, Any]) -> Producer: ...
+
+    def topics(self) -> TopicCatalog: ...
+
+    def sync_log(self) -> SyncLog: ...
+
+    def heartbeat_copier(self) -> BackgroundCopier: ...
+
+
+@dataclass
+class _MirrorCatalog:
+    settings: WorkerSettings
+    mirror: TopicMirror
+
+    def refresh(self) -> dict[str, MirroredTopic]:
+        return self.mirror.refresh()
+
+    def ensure_sync_topic(self) -> None:
+        ensure_sync_topic(self.mirror, self.settings)
+
+    def ensure_topic(self, name: str, partitions: int) -> int:
+        admin = self.mirror.target_admin
+        create_topic(admin, name, partitions=partitions, config={})
+        # A topic created a moment ago may not be in every broker's metadata yet.
+        deadline = time.monotonic() + 30.0
+        while True:
+            found = describe_topics(admin, [name]).get(name)
+            if found is not None:
+                return found.partitions
+            if time.monotonic() >= deadline:
+                raise KafkaUnavailableError(f"topic {name} was created but cannot be described")
+            time.sleep(0.2)
+
+    def slot_assigned(self, group: str, member_id: str, topic: str, slot: int) -> bool | None:
+        future = self.mirror.target_admin.describe_consumer_groups([group], request_timeout=5.0)
+        description = future[group].result(timeout=10.0)
+        if not member_id or description.state != ConsumerGroupState.STABLE:
+            return None
+        for member in description.members:
+            if member.member_id == member_id:
+                assignment = member.assignment.topic_partitions if member.assignment else []
+                return any(tp.topic == topic and tp.partition == slot for tp in assignment)
+        return False
+
+
+@dataclass(frozen=True)
+class _TargetSyncLog:
+    settings: WorkerSettings
+
+    def unsynced_copies(
+        self, remote_topic: str, partition: int, source_topic: str, start: int, timeout_s: float
+    ) -> list[tuple[int, int]]:
+        s = self.settings
+        return repair.unsynced_copies(
+            s.target_client,
+            remote_topic,
+            partition,
+            s.source_alias,
+            source_topic,
+            start,
+            timeout_s=timeout_s,
+        )
+
+    def written_sync_end(
+        self, tp: offset_syncs.TopicPartition, topic_ids: tuple[bytes, bytes], timeout_s: float
+    ) -> int:
+        s = self.settings
+        return repair.written_sync_end(
+            s.target_client, s.sync_topic, tp, topic_ids, timeout_s=timeout_s
+        )
+
+    def written_last_copy(
+        self,
+        tp: offset_syncs.TopicPartition,
+        topic_ids: tuple[bytes, bytes],
+        max_scan: int,
+        timeout_s: float,
+    ) -> LastCopy | None:
+        s = self.settings
+        return repair.written_last_copy(
+            s.target_client, s.sync_topic, tp, topic_ids, max_scan=max_scan, timeout_s=timeout_s
+        )
+
+
+@dataclass
+class ConfluentKafka:
+    """The real boundary: confluent-kafka clients on the flow's clusters."""
+
+    settings: WorkerSettings
+    _catalog: _MirrorCatalog | None = field(default=None, init=False)
+
+    def consumer(self, config: Mapping[str, Any]) -> Consumer:
+        return _Consumer(dict(config))
+
+    def producer(self, config: Mapping[str, Any]) -> Producer:
+        return _Producer(dict(config))
+
+    def topics(self) -> TopicCatalog:
+        if self._catalog is None:
+            self._catalog = _MirrorCatalog(self.settings, mirror_for(self.settings))
+        return self._catalog
+
+    def sync_log(self) -> SyncLog:
+        return _TargetSyncLog(self.settings)
+
+    def heartbeat_copier(self) -> BackgroundCopier:
+        return HeartbeatCopier(self.settings)

@@ -1,0 +1,712 @@
+"""The replication engine of one flow: one loop, two delivery modes.
+
+One engine runs one flow (``east->west``) in one process. The loop is the same whatever the
+delivery mode:
+
+* **Discovery**: every ``refresh_interval_s`` the flow's topics are discovered again (new topics
+  and partitions are picked up while running; remote topics are created and grown), the
+  operator's control document is followed (pause, resume, throttle), and stalled partitions are
+  reported (an open source transaction holding read_committed readers back).
+* **Batching and the hot path**: up to ``batch_size`` records are read from the source
+  (``read_committed``) and produced to the remote topics on the target with the same key, value,
+  timestamp (CreateTime) and partition, their original headers in order and a provenance header
+  appended. No poll, flush or call into the delivery mode per record: metrics are credited per
+  stretch of one partition, and the first copy of a stretch samples the replication latency.
+* **Hold-back**: a throttled flow waits after each batch, serving delivery reports meanwhile.
+* **Per-partition state**: every lane's state is a pure :mod:`failover.partition_state` machine.
+  The engine feeds it events (a failure, a pause, a timer, nothing in flight any more) and
+  executes the actions it returns: pause the consumer, seek and resume, report a stall; the
+  delivery mode executes its own (rewind, rebuild syncs, restart).
+* **Start positions** come from :func:`failover.partition_state.start_position`, with the
+  committed progress the delivery mode reads (the source group at least once, the slot
+  progress exactly once).
+
+What differs between the modes sits behind :class:`Delivery`: at least once
+(:mod:`.at_least_once`: one idempotent producer, a source consumer group, offset syncs
+acknowledged before progress is committed, rewinds) and exactly once (:mod:`.exactly_once`:
+slots, transactional producers, copies, syncs and progress in one transaction).
+
+Every client, the clock and the heartbeat copier come from a :class:`.boundary.KafkaBoundary`
+and a :class:`.boundary.Clock`, so the whole loop runs in unit tests on fakes.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Protocol
+
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from drsvc.errors import KafkaUnavailableError
+from drsvc.runtime.replication.anomalies import BackfillAgeCheck
+from drsvc.runtime.replication.boundary import (
+    Clock,
+    ConfluentKafka,
+    Consumer,
+    KafkaBoundary,
+    Producer,
+    SystemClock,
+    TopicCatalog,
+)
+from drsvc.runtime.replication.control import ControlFollower, ControlReader, consul_reader
+from drsvc.runtime.replication.lane import Lane, WorkerStats
+from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
+from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.topics import MirroredTopic
+from failover import offset_syncs, provenance
+from failover.copy_progress import PartitionProgress
+from failover.partition_state import (
+    Action,
+    CommittedProgress,
+    Event,
+    FlowStart,
+    NothingInFlight,
+    OperatorPause,
+    OperatorPaused,
+    OperatorResume,
+    PartitionPolicy,
+    PauseConsumer,
+    PositionSeen,
+    Reading,
+    ReportStall,
+    Resumed,
+    SeekAndResume,
+    StartPosition,
+    TimerFired,
+    copies,
+    start_position,
+    step,
+    timestamp_to_look_up,
+)
+
+log = logging.getLogger(__name__)
+
+#: how often each partition's log end is cached for metrics (no request: fetch responses)
+END_OFFSETS_INTERVAL_S = 1.0
+
+
+class Delivery(Protocol):
+    """What a delivery mode does for the engine (see the module docstring).
+
+    The engine calls the hot-path methods (:meth:`open`, :meth:`queue_full`, :meth:`refused`,
+    :meth:`copied` and the delivery callbacks) without a check per record: they are its only
+    calls per stretch of records of one partition."""
+
+    #: a name for logs: "at-least-once" or "exactly-once"
+    mode: str
+
+    def prepare(self, catalog: TopicCatalog) -> None:
+        """Create the internal topics (before any client starts)."""
+        ...
+
+    def source_config(self) -> dict[str, Any]: ...
+
+    def start(self) -> None:
+        """Create the delivery's clients; the engine's source consumer exists."""
+        ...
+
+    def topics_changed(self, mirrored: dict[str, MirroredTopic]) -> None:
+        """Discovery ran: follow new, removed and recreated topics."""
+        ...
+
+    def reading(self) -> bool:
+        """Does the source consumer have anything to read (or a group to join)?"""
+        ...
+
+    def before_batch(self, now: float) -> None: ...
+
+    def idle(self, timeout_s: float) -> None:
+        """Nothing to read: wait up to ``timeout_s``, serving callbacks and membership."""
+        ...
+
+    def open(self, lane: Lane, now: float) -> Producer | None:
+        """The producer to copy ``lane``'s records with now (None: skip them)."""
+        ...
+
+    def on_delivery(
+        self, lane: Lane, source_offset: int, err: KafkaError | None, msg: Message
+    ) -> None: ...
+
+    def queue_full(self, lane: Lane, producer: Producer) -> bool:
+        """The producer queue is full: serve delivery reports; may the record be tried again?"""
+        ...
+
+    def refused(self, lane: Lane, offset: int, epoch: int, err: KafkaError) -> None:
+        """The producer refused a record before sending it."""
+        ...
+
+    def copied(self, lane: Lane, records: int) -> None: ...
+
+    def serve(self, timeout_s: float) -> None:
+        """Hold-back: wait up to ``timeout_s`` serving reports (and due commits)."""
+        ...
+
+    def after_batch(self, now: float) -> None:
+        """Periodic work of the mode: seal, write syncs, commit."""
+        ...
+
+    def position_deleted(self, lane: Lane) -> None:
+        """The next record to copy was deleted by retention on the source."""
+        ...
+
+    def execute(self, lane: Lane, action: Action) -> None:
+        """An action of the lane's state machine that only the mode knows how to do."""
+        ...
+
+    def reassign(self, lane: Lane, position: int) -> None:
+        """Assign ``lane`` again at ``position`` (a seek the consumer refused); raises
+        KafkaException when the consumer refuses that too."""
+        ...
+
+    def replicated_offset(self, lane: Lane) -> int:
+        """Next source offset whose copies (and syncs) are durable: what status shows. Runs on a
+        metrics scrape's thread: reads plain values only."""
+        ...
+
+    def shutdown(self) -> None:
+        """Settle and commit what can be, then let the delivery's clients go."""
+        ...
+
+
+class ReplicationEngine:
+    """Copies one flow until :meth:`stop` is called (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        kafka: KafkaBoundary | None = None,
+        clock: Clock | None = None,
+        control: ControlReader | None = None,
+    ) -> None:
+        self.settings = settings
+        self.flow_id = settings.flow_id
+        self.stats = WorkerStats()
+        self.kafka: KafkaBoundary = kafka if kafka is not None else ConfluentKafka(settings)
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.policy = PartitionPolicy(
+            max_backoff_s=settings.max_retry_backoff_s, stall_warning_s=settings.stall_warning_s
+        )
+        self.flow_start = FlowStart(settings.start_kind, settings.start_timestamp_ms)  # type: ignore[arg-type]
+        #: the lanes copied now, by (source topic, partition)
+        self.lanes: dict[tuple[str, int], Lane] = {}
+        #: per source partition, kept across re-assignments so metrics never count backwards
+        self._counters: dict[tuple[str, int], PartitionCounters] = {}
+        self.mirrored: dict[str, MirroredTopic] = {}
+        self._stop = threading.Event()
+        self._identity_loop_check = (
+            settings.policy.format_remote_topic(settings.source_alias, "x") == "x"
+        )
+        self.flow_control = ControlFollower(
+            settings.flow_id,
+            control if control is not None else consul_reader(settings),
+            settings.throttle_bytes_per_s,
+        )
+        self._backfill_check = BackfillAgeCheck(settings.target_alias)
+        self._catalog: TopicCatalog | None = None
+        self._consumer: Consumer | None = None
+        self.delivery = self._delivery_for(settings)
+
+    def _delivery_for(self, settings: WorkerSettings) -> Delivery:
+        # Imported here: each mode imports the engine's types.
+        if settings.delivery == "exactly-once":
+            from drsvc.runtime.replication.exactly_once import ExactlyOnce  # noqa: PLC0415
+
+            return ExactlyOnce(self)
+        from drsvc.runtime.replication.at_least_once import AtLeastOnce  # noqa: PLC0415
+
+        return AtLeastOnce(self)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def consumer(self) -> Consumer:
+        """The source consumer (exists while :meth:`run` runs)."""
+        assert self._consumer is not None
+        return self._consumer
+
+    @property
+    def catalog(self) -> TopicCatalog:
+        if self._catalog is None:
+            self._catalog = self.kafka.topics()
+        return self._catalog
+
+    def run(self, on_cycle: Callable[[ReplicationEngine], None] | None = None) -> None:
+        """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
+        self.delivery.prepare(self.catalog)
+        self._consumer = self.kafka.consumer(self.delivery.source_config())
+        self.delivery.start()
+        # What exists now lives as long as the worker: keep it out of the garbage collector's
+        # sight (its scans took a sixth of the worker's CPU per record when profiled).
+        gc.collect()
+        gc.freeze()
+        # Heartbeats take their own copier: a data backlog or a throttle never delays them.
+        heartbeats = self.kafka.heartbeat_copier()
+        heartbeats.start()
+        try:
+            self._loop(on_cycle)
+        finally:
+            try:
+                self.delivery.shutdown()
+            finally:
+                try:
+                    self.lanes.clear()
+                    self.consumer.close()
+                finally:
+                    heartbeats.stop()
+
+    def _loop(self, on_cycle: Callable[[ReplicationEngine], None] | None) -> None:
+        s = self.settings
+        clock = self.clock
+        delivery = self.delivery
+        next_refresh = 0.0
+        next_ends = clock.monotonic() + END_OFFSETS_INTERVAL_S
+        while not self._stop.is_set():
+            now = clock.monotonic()
+            delivery.before_batch(now)
+            if now >= next_refresh:
+                self._apply_control()
+                self._refresh_topics()
+                self._watch_for_stalls(now)
+                next_refresh = now + s.refresh_interval_s
+            if not delivery.reading():
+                delivery.idle(s.poll_timeout_s)
+                continue
+            messages = self._next_batch()
+            if messages:
+                self._backfill_check.check(messages[0], self.mirrored)
+                sent = self._copy(messages)
+                wait_s = self.flow_control.sent(sent, len(messages), clock.monotonic())
+                self._hold_back(wait_s)
+            now = clock.monotonic()
+            self._step_timers()
+            delivery.after_batch(now)
+            if now >= next_ends:
+                self._remember_end_offsets()
+                next_ends = now + END_OFFSETS_INTERVAL_S
+            if on_cycle is not None:
+                on_cycle(self)
+
+    # ------------------------------------------------------------------ the hot path
+
+    def _copy(self, messages: list[Message]) -> int:  # noqa: PLR0915 (one loop, no calls per record)
+        """Produce the copies of ``messages``; return the bytes of key and value sent."""
+        lanes: dict[Any, Lane] = self.lanes
+        delivery = self.delivery
+        open_lane = delivery.open
+        on_delivery = delivery.on_delivery
+        on_sampled_delivery = self._on_sampled_delivery
+        header_key = provenance.PROVENANCE_HEADER
+        target = self.settings.target_alias
+        loop_check = self._identity_loop_check
+        stats = self.stats
+        now = self.clock.monotonic()
+        lane: Lane | None = None
+        producer: Producer | None = None
+        lane_topic: str | None = None
+        lane_partition: int | None = -1
+        copied = 0
+        size = 0
+        # Metrics cost nothing per record: a partition's counters are credited when the batch
+        # moves on to another partition (and at the end), and the first copy of each stretch
+        # carries the delivery callback that samples the latency.
+        credited = 0
+        credited_size = 0
+        last_ts = 0
+        sample = False
+        for msg in messages:
+            if msg.error() is not None:
+                self._consume_error(msg)
+                continue
+            topic = msg.topic()
+            partition = msg.partition()
+            if partition != lane_partition or topic != lane_topic:
+                if lane is not None and copied > credited:
+                    lane.counters.add_batch(copied - credited, size - credited_size, last_ts)
+                    delivery.copied(lane, copied - credited)
+                credited, credited_size = copied, size
+                lane_topic, lane_partition = topic, partition
+                lane = lanes.get((topic, partition))
+                producer = open_lane(lane, now) if lane is not None and lane.copying else None
+                sample = True
+            if lane is None or producer is None or not lane.copying or not lane.progress.accepting:
+                continue
+            offset: int = msg.offset()  # type: ignore[assignment]
+            headers: Any = msg.headers()
+            if loop_check and provenance.visited(headers, target):
+                stats.skipped_loops += 1
+                continue
+            headers = [] if headers is None else headers
+            headers.append((header_key, lane.prefix + offset.to_bytes(8, "big", signed=True)))
+            ts_type, ts = msg.timestamp()
+            value = msg.value()
+            record_key = msg.key()
+            epoch = msg.leader_epoch()
+            if sample:
+                report = partial(on_sampled_delivery, lane, offset, ts)
+                sample = False
+            else:
+                report = partial(on_delivery, lane, offset)
+            sent = False
+            while True:
+                try:
+                    producer.produce(
+                        lane.remote_topic,
+                        value,
+                        record_key,
+                        partition=lane.source.partition,
+                        timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
+                        headers=headers,
+                        on_delivery=report,
+                    )
+                    sent = True
+                    break
+                except BufferError:
+                    # The producer queue is full: serve delivery reports, then try again,
+                    # unless one of them stopped this partition.
+                    if not delivery.queue_full(lane, producer) or not lane.copying:
+                        break
+                except KafkaException as err:
+                    # Refused before sending (a partition the producer does not know yet, a
+                    # record over the size limit): the same path as a failed delivery.
+                    delivery.refused(lane, offset, -1 if epoch is None else epoch, err.args[0])
+                    stats.delivery_failures += 1
+                    break
+            if not sent:
+                continue
+            lane.progress.produced(offset, -1 if epoch is None else epoch)
+            copied += 1
+            size += len(value or b"") + len(record_key or b"")
+            last_ts = ts
+        if lane is not None and copied > credited:
+            lane.counters.add_batch(copied - credited, size - credited_size, last_ts)
+            delivery.copied(lane, copied - credited)
+        stats.records_read += len(messages)
+        stats.bytes_copied += size
+        stats.records_copied += copied
+        return size
+
+    def _on_sampled_delivery(
+        self,
+        lane: Lane,
+        source_offset: int,
+        timestamp_ms: int,
+        err: KafkaError | None,
+        msg: Message,
+    ) -> None:
+        self.delivery.on_delivery(lane, source_offset, err, msg)
+        if err is None and timestamp_ms > 0:
+            clock = self.clock
+            lane.counters.latency.add(clock.time() * 1000 - timestamp_ms, clock.monotonic())
+
+    def _next_batch(self) -> list[Message]:
+        """Up to a batch of records without waiting when some are there; otherwise wait for the
+        first one (consume(n, timeout) would wait the whole timeout for n records)."""
+        consumer = self.consumer
+        size = self.flow_control.batch_size(self.settings.batch_size)
+        messages = consumer.consume(size, 0)
+        if messages:
+            return messages
+        messages = consumer.consume(1, self.settings.poll_timeout_s)
+        if messages and size > 1:
+            messages += consumer.consume(size - 1, 0)
+        return messages
+
+    def _hold_back(self, seconds: float) -> None:
+        """Throttle: wait, serving delivery reports (and due commits) meanwhile."""
+        clock = self.clock
+        deadline = clock.monotonic() + seconds
+        while (left := deadline - clock.monotonic()) > 0 and not self._stop.is_set():
+            self.delivery.serve(min(left, 0.1))
+
+    def _consume_error(self, msg: Message) -> None:
+        err = msg.error()
+        assert err is not None
+        code = err.code()
+        if code == KafkaError._PARTITION_EOF:
+            return
+        if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            log.warning("source topic %s disappeared while being copied", msg.topic())
+            return
+        if code == KafkaError._LOG_TRUNCATION:
+            # The committed progress carries the leader epoch of the last record copied; the
+            # consumer found the source log truncated below it (an unclean leader election).
+            # The copies of the lost records stay on the target; the new records at those
+            # offsets are copied as they come, and their syncs start a new leader epoch.
+            self.stats.log_truncations += 1
+            log.error(
+                "%s-%s on %s was truncated below the copied position (unclean leader election): "
+                "%s; records copied before the truncation stay on %s",
+                msg.topic(),
+                msg.partition(),
+                self.settings.source_alias,
+                err.str(),
+                self.settings.target_alias,
+            )
+            return
+        if code == KafkaError._AUTO_OFFSET_RESET:
+            lane = self.lanes.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
+            if lane is not None:
+                self.delivery.position_deleted(lane)
+            return
+        log.warning("consuming %s: %s", self.flow_id, err.str())
+
+    # ------------------------------------------------------------------ lane states
+
+    def apply(self, lane: Lane, event: Event) -> None:
+        """Step ``lane``'s state machine with ``event`` and execute its actions."""
+        state, actions = step(lane.state, event, self.clock.monotonic(), self.policy)
+        lane.state = state
+        lane.copying = copies(state) and (lane.slot is None or lane.slot.failure is None)
+        for action in actions:
+            self._execute(lane, action)
+
+    def _execute(self, lane: Lane, action: Action) -> None:
+        match action:
+            case PauseConsumer():
+                self.consumer.pause([lane.source])
+            case SeekAndResume(offset):
+                # Records fetched while held were skipped, not copied: seek back first.
+                if self.seek(lane, offset):
+                    self.consumer.resume([lane.source])
+                    self.apply(lane, Resumed())
+            case ReportStall(position, log_end, stalled_s):
+                log.warning(
+                    "%s-%s on %s has not advanced past offset %d for %.0fs although the log "
+                    "ends at %d: an open transaction (hung producer?) holds read_committed "
+                    "readers back",
+                    lane.source.topic,
+                    lane.source.partition,
+                    self.settings.source_alias,
+                    position,
+                    stalled_s,
+                    log_end,
+                )
+                self.stats.stalled_partitions += 1
+            case _:
+                self.delivery.execute(lane, action)
+
+    def _step_timers(self) -> None:
+        """Once per cycle: nothing in flight any more (a rewind, repair or restart may go on),
+        then deadlines (a backoff over, an operator resume)."""
+        apply = self.apply
+        for lane in list(self.lanes.values()):
+            if lane.progress.in_flight == 0 and (
+                lane.state.failure is not None or lane.state.restart is not None
+            ):
+                apply(lane, NothingInFlight())
+            if not isinstance(lane.state.hold, Reading):
+                apply(lane, TimerFired())
+
+    def seek(self, lane: Lane, position: int) -> bool:
+        try:
+            self.consumer.seek(TopicPartition(lane.source.topic, lane.source.partition, position))
+        except KafkaException as err:
+            if err.args[0].code() != KafkaError._STATE:
+                log.warning(
+                    "seeking %s-%s to %d: %s (will retry)",
+                    lane.source.topic,
+                    lane.source.partition,
+                    position,
+                    err,
+                )
+                return False
+        else:
+            return True
+        # A partition whose fetcher stopped in error (offset out of range, a recreated topic)
+        # cannot seek: assign it again at the position instead.
+        try:
+            self.delivery.reassign(lane, position)
+        except KafkaException as err:
+            log.warning(
+                "re-assigning %s-%s at %d: %s (will retry)",
+                lane.source.topic,
+                lane.source.partition,
+                position,
+                err,
+            )
+            return False
+        return True
+
+    def _watch_for_stalls(self, now: float) -> None:
+        """Warn when a partition's position stops moving while its log has more records: with
+        read_committed that is an open (hung) transaction holding every consumer back."""
+        watched = {
+            lane.key: lane for lane in self.lanes.values() if isinstance(lane.state.hold, Reading)
+        }
+        if not watched:
+            return
+        consumer = self.consumer
+        for position in consumer.position([lane.source for lane in watched.values()]):
+            lane = watched[(position.topic, position.partition)]
+            marks = consumer.get_watermark_offsets(lane.source, cached=True)
+            log_end = marks[1] if marks is not None else -1
+            self.apply(lane, PositionSeen(position.offset, log_end))
+
+    # ------------------------------------------------------------------ control and topics
+
+    def _apply_control(self) -> None:
+        """Follow the operator's pause/resume/throttle document (see :mod:`.control`)."""
+        if self.flow_control.refresh():
+            self.follow_control(list(self.lanes.values()))
+
+    def follow_control(self, lanes: list[Lane]) -> None:
+        """Pause or resume ``lanes`` as the control document says. A paused partition keeps its
+        committed progress; reading resumes where its copying stopped."""
+        control = self.flow_control.control
+        paused = resumed = 0
+        for lane in lanes:
+            wanted = control.topic_paused(lane.source.topic)
+            operator_paused = isinstance(lane.state.hold, OperatorPaused)
+            if wanted and not operator_paused:
+                self.apply(lane, OperatorPause(lane.progress.next_offset))
+                paused += 1
+            elif not wanted and operator_paused:
+                self.apply(lane, OperatorResume())
+                resumed += 1
+        if paused:
+            log.info("paused %d partition(s) of %s", paused, self.flow_id)
+        if resumed:
+            log.info("resuming %d partition(s) of %s", resumed, self.flow_id)
+
+    def refresh_topics(self) -> bool:
+        """Discover the flow's topics again; False when discovery failed (nothing changes)."""
+        try:
+            self.mirrored = self.catalog.refresh()
+        except KafkaUnavailableError as err:
+            log.warning("topic discovery for %s failed: %s", self.flow_id, err)
+            return False
+        return True
+
+    def _refresh_topics(self) -> None:
+        if self.refresh_topics():
+            self.delivery.topics_changed(self.mirrored)
+
+    # ------------------------------------------------------------------ lanes
+
+    def new_lane(self, mirrored: MirroredTopic, partition: int, start: int) -> Lane:
+        """A lane for ``partition`` of ``mirrored`` starting at ``start`` (not added yet)."""
+        name = mirrored.source.name
+        key = (name, partition)
+        return Lane(
+            source=TopicPartition(name, partition),
+            remote_topic=mirrored.remote_name,
+            progress=PartitionProgress(
+                offset_syncs.TopicPartition(name, partition),
+                source_topic_id=mirrored.source.topic_id,
+                target_topic_id=mirrored.remote.topic_id,
+                start=start,
+            ),
+            prefix=provenance.header_prefix(self.settings.source_alias, name, partition),
+            counters=self._counters.setdefault(key, PartitionCounters()),
+            committed=start,
+            assigned_at=self.clock.monotonic(),
+        )
+
+    def start_positions(
+        self, wanted: list[tuple[str, int, CommittedProgress | None]]
+    ) -> dict[tuple[str, int], StartPosition]:
+        """Where to start each ``(topic, partition, committed progress)``: the progress, clamped
+        to the log start (records deleted before they were copied are reported), else the
+        flow's start (see :func:`failover.partition_state.start_position`)."""
+        consumer = self.consumer
+        marks: dict[tuple[str, int], tuple[int, int]] = {}
+        lookups: list[TopicPartition] = []
+        for topic, partition, committed in wanted:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=30, cached=False
+            )
+            marks[(topic, partition)] = (low, high)
+            timestamp = timestamp_to_look_up(committed, self.flow_start)
+            if timestamp is not None:
+                lookups.append(TopicPartition(topic, partition, timestamp))
+        found: dict[tuple[str, int], int] = {}
+        if lookups:
+            for tp in consumer.offsets_for_times(lookups, timeout=30):
+                found[(tp.topic, tp.partition)] = tp.offset
+        starts = {}
+        for topic, partition, committed in wanted:
+            key = (topic, partition)
+            low, high = marks[key]
+            start = start_position(committed, low, high, self.flow_start, found.get(key))
+            if start.lost_to_retention:
+                self.stats.records_lost_to_retention += start.lost_to_retention
+                log.error(
+                    "%d record(s) of %s-%s were deleted by retention on %s before they were "
+                    "copied (progress %d, log starts at %d); they are missing on %s",
+                    start.lost_to_retention,
+                    topic,
+                    partition,
+                    self.settings.source_alias,
+                    low - start.lost_to_retention,
+                    low,
+                    self.settings.target_alias,
+                )
+            starts[key] = start
+        return starts
+
+    def add_lane(self, lane: Lane) -> None:
+        self.lanes[lane.key] = lane
+
+    def drop_lanes(self, lanes: list[Lane]) -> None:
+        for lane in lanes:
+            if self.lanes.get(lane.key) is lane:
+                del self.lanes[lane.key]
+
+    # ------------------------------------------------------------------ metrics
+
+    def _remember_end_offsets(self) -> None:
+        """Keep each partition's log end as the consumer knows it from fetch responses (no
+        request is sent), so that metric scrapes on another thread never call the consumer."""
+        consumer = self.consumer
+        for lane in list(self.lanes.values()):
+            try:
+                marks = consumer.get_watermark_offsets(lane.source, cached=True)
+            except KafkaException:
+                continue
+            if marks is not None and marks[1] >= 0:
+                lane.counters.source_end_offset = marks[1]
+
+    def partition_reports(self) -> list[PartitionReport]:
+        """One report per partition copied now. Runs on a metrics scrape's thread: it reads
+        plain values the worker's thread keeps and never calls a Kafka client."""
+        now = self.clock.monotonic()
+        now_ms = self.clock.time() * 1000
+        replicated_offset = self.delivery.replicated_offset
+        reports = []
+        # list() copies the lanes in one step under the GIL while the worker may change them.
+        for lane in list(self.lanes.values()):
+            counters = lane.counters
+            last = counters.last_timestamp_ms
+            reports.append(
+                PartitionReport(
+                    flow=self.flow_id,
+                    topic=lane.source.topic,
+                    partition=lane.source.partition,
+                    remote_topic=lane.remote_topic,
+                    records_copied=counters.records_copied,
+                    bytes_copied=counters.bytes_copied,
+                    replicated_offset=replicated_offset(lane),
+                    source_end_offset=counters.source_end_offset,
+                    latency_ms=counters.latency.value(now),
+                    record_age_ms=None if last is None else max(0.0, now_ms - last),
+                )
+            )
+        return reports
