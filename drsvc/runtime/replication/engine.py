@@ -280,12 +280,12 @@ class ReplicationEngine:
         next_ends = clock.monotonic() + END_OFFSETS_INTERVAL_S
         while not self._stop.is_set():
             now = clock.monotonic()
-            delivery.before_batch(now)
             if now >= next_refresh:
                 self._apply_control()
                 self._refresh_topics()
                 self._watch_for_stalls(now)
                 next_refresh = now + s.refresh_interval_s
+            delivery.before_batch(now)
             if not delivery.reading():
                 delivery.idle(s.poll_timeout_s)
                 continue
