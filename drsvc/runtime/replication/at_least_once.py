@@ -524,11 +524,16 @@ class AtLeastOnce:
         producer.flush(self.settings.settle_timeout_s)
 
     def shutdown(self) -> None:
+        if self._producer is None:
+            return
+        lanes = list(self.engine.lanes.values())
+        if self._fatal is not None:
+            # The producer can write nothing more (no syncs either): commit only what the
+            # target already acknowledged, and leave the rest to the next worker.
+            self._commit(asynchronous=False, lanes=lanes)
+            return
         try:
-            if self._producer is not None:
-                lanes = list(self.engine.lanes.values())
-                self._settle(lanes)
-                self._commit(asynchronous=False, lanes=lanes)
+            self._settle(lanes)
+            self._commit(asynchronous=False, lanes=lanes)
         finally:
-            if self._producer is not None:
-                self._producer.flush(self.settings.settle_timeout_s)
+            self._producer.flush(self.settings.settle_timeout_s)
