@@ -47,7 +47,7 @@ class ClusterView(Protocol):
 
     alias: str
 
-    def committed_offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
+    def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         """Every partition ``group`` has committed a (non-negative) offset for."""
         ...
 
@@ -79,7 +79,7 @@ class KafkaClusterView:
             self._admin = admin_client(self._client["bootstrap.servers"], {**self._client, **QUIET})
         return self._admin
 
-    def committed_offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
+    def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         # Every partition of the cluster, through a consumer of the group that never joins it
         # (see group_offsets_consumer); a coordinator moving or loading is asked again.
         consumer = group_offsets_consumer(self._client, group)

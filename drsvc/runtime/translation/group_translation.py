@@ -428,7 +428,7 @@ def translate_group(
     """
     choice = select_flows(topology, group, from_alias, to_alias)
     source, destination = views[from_alias], views[to_alias]
-    committed = source.committed_offsets(group)
+    committed = source.committed(group)
     if not committed:
         raise ConfigError(
             f"consumer group '{group}' has no committed offsets on cluster '{from_alias}' "

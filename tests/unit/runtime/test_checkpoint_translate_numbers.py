@@ -31,13 +31,13 @@ EAST_ORDERS, WEST_COPY = b"E" * 16, b"W" * 16
 @dataclass
 class View:
     alias: str
-    committed: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    commits: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     ids: dict[str, bytes] = field(default_factory=dict)
     ends: dict[TopicPartition, int] = field(default_factory=dict)
     syncs: list[OffsetSync] = field(default_factory=list)
 
-    def committed_offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
-        return dict(self.committed)
+    def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
+        return dict(self.commits)
 
     def topic_ids(self, topics: Collection[str]) -> dict[str, bytes]:
         return {t: self.ids[t] for t in topics if t in self.ids}
@@ -61,7 +61,7 @@ def test_translate_reports_would_lose_and_would_reread_as_of_the_end_offsets() -
             OffsetSync("orders", p, EAST_ORDERS, WEST_COPY, 0, 0, 150, (Segment(0, 0, 150),))
         )
         east.ends[TopicPartition("orders", p)] = 200
-    east.committed = {
+    east.commits = {
         TopicPartition("orders", 0): CommittedOffset(100),  # behind replication
         TopicPartition("orders", 1): CommittedOffset(180),  # ahead of it
     }

@@ -82,7 +82,7 @@ class FakeCluster:
     """A cluster as translation sees it: groups' offsets, topic ids, end offsets, sync records."""
 
     alias: str
-    committed: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
+    commits: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     ids: dict[str, bytes] = field(default_factory=dict)
     ends: dict[TopicPartition, int] = field(default_factory=dict)
     sync_records: dict[str, list[tuple[bytes | None, bytes | None]]] = field(default_factory=dict)
@@ -91,9 +91,9 @@ class FakeCluster:
     def write_syncs(self, sync_topic: str, syncs: list[OffsetSync]) -> None:
         self.sync_records.setdefault(sync_topic, []).extend(encode_sync(s) for s in syncs)
 
-    def committed_offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
+    def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         self.calls.append("committed")
-        return dict(self.committed.get(group, {}))
+        return dict(self.commits.get(group, {}))
 
     def topic_ids(self, topics: Collection[str]) -> dict[str, bytes]:
         self.calls.append("ids")
@@ -146,7 +146,7 @@ def shifted_pair() -> tuple[FakeCluster, FakeCluster]:
 
 
 def commit(cluster: FakeCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
-    cluster.committed.setdefault(group, {}).update(
+    cluster.commits.setdefault(group, {}).update(
         {TopicPartition(topic, p): CommittedOffset(o) for p, o in offsets.items()}
     )
 
