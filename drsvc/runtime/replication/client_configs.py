@@ -1,4 +1,4 @@
-"""librdkafka settings of a replication worker's source consumer and target producer."""
+"""librdkafka settings of every client of a replication worker, both delivery modes."""
 
 from __future__ import annotations
 
@@ -58,4 +58,64 @@ def producer_config(s: WorkerSettings) -> dict[str, Any]:
             "log_level": 4,
         }
     )
+    return config
+
+
+# ---------------------------------------------------------------------------- exactly once
+
+
+def slot_source_config(s: WorkerSettings) -> dict[str, Any]:
+    """The source consumer of an exactly-once worker: partitions are assigned by slot, not by a
+    group, so its group id is never used to commit."""
+    config = consumer_config(s)
+    config["group.id"] = naming.progress_reader_group(s.source_alias, s.target_alias)
+    config["client.id"] = naming.flow_client_id(s.flow_id, "eos")
+    return config
+
+
+def progress_reader_config(s: WorkerSettings) -> dict[str, Any]:
+    """Reads the slots' committed progress on the target (never joins the group)."""
+    config: dict[str, Any] = dict(s.target_client)
+    config.update(
+        {
+            "group.id": naming.replicator_group(s.source_alias, s.target_alias),
+            "enable.auto.commit": False,
+            # Only stable (committed) progress is read: see KIP-447.
+            "isolation.level": "read_committed",
+            "client.id": naming.flow_client_id(s.flow_id, "progress"),
+            "log_level": 4,
+        }
+    )
+    return config
+
+
+def slot_membership_config(s: WorkerSettings) -> dict[str, Any]:
+    """The member of the slot group on the target: its assignment is the slots it owns."""
+    config: dict[str, Any] = dict(s.target_client)
+    config.update(
+        {
+            "group.id": naming.slot_membership_group(s.source_alias, s.target_alias),
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": s.membership_session_timeout_ms,
+            "heartbeat.interval.ms": max(500, s.membership_session_timeout_ms // 10),
+            "client.id": naming.flow_client_id(s.flow_id, "slots"),
+            "log_level": 4,
+        }
+    )
+    return config
+
+
+def slot_producer_config(s: WorkerSettings, slot: int) -> dict[str, Any]:
+    """The transactional producer of one slot."""
+    config = producer_config(s)
+    config.update(
+        {
+            "transactional.id": naming.transactional_id(s.source_alias, s.target_alias, slot),
+            "transaction.timeout.ms": s.transaction_timeout_ms,
+            "client.id": naming.flow_client_id(s.flow_id, f"slot-{slot}"),
+        }
+    )
+    # A transaction must finish within its timeout: no record may wait longer than that.
+    config["message.timeout.ms"] = min(s.message_timeout_ms, s.transaction_timeout_ms)
     return config

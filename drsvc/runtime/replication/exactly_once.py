@@ -39,11 +39,16 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message,
 
 from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.replication.boundary import Consumer, Producer, TopicCatalog
-from drsvc.runtime.replication.client_configs import consumer_config, producer_config
+from drsvc.runtime.replication.client_configs import (
+    progress_reader_config,
+    slot_membership_config,
+    slot_producer_config,
+    slot_source_config,
+)
 from drsvc.runtime.replication.lane import Lane
 from drsvc.runtime.replication.settings import keepalive_policy
 from drsvc.runtime.replication.topics import MirroredTopic
-from failover import naming, offset_syncs
+from failover import offset_syncs
 from failover.errors import PolicyError
 from failover.keepalive import LastCopy, keepalive_sync, last_copy_of
 from failover.partition_state import Action, CommittedProgress, Reading
@@ -175,19 +180,13 @@ class ExactlyOnce:
         self.slot_count = existing
 
     def source_config(self) -> dict[str, Any]:
-        config = consumer_config(self.settings)
-        # Partitions are assigned by slot, not by a group: this id is never used to commit.
-        config["group.id"] = naming.progress_reader_group(
-            self.settings.source_alias, self.settings.target_alias
-        )
-        config["client.id"] = naming.flow_client_id(self.flow_id, "eos")
-        return config
+        return slot_source_config(self.settings)
 
     def start(self) -> None:
         kafka = self.engine.kafka
-        self._progress = kafka.consumer(self._progress_config())
+        self._progress = kafka.consumer(progress_reader_config(self.settings))
         self._group_metadata = self._progress.consumer_group_metadata()
-        self._membership = kafka.consumer(self._membership_config())
+        self._membership = kafka.consumer(slot_membership_config(self.settings))
         self._membership.subscribe(
             [self.names.slots_topic],
             on_assign=self._on_assign,
@@ -564,7 +563,10 @@ class ExactlyOnce:
         s = self.settings
         taken: list[Slot] = []  # the slot, once it exists: what the producer's errors fail
         producer = self.engine.kafka.producer(
-            {**self._producer_config(number), "error_cb": partial(self._on_client_error, taken)}
+            {
+                **slot_producer_config(self.settings, number),
+                "error_cb": partial(self._on_client_error, taken),
+            }
         )
         try:
             producer.init_transactions(s.transaction_timeout_ms / 1000 + 10)
@@ -810,54 +812,6 @@ class ExactlyOnce:
                     slot.number,
                     len(lanes),
                 )
-
-    # ------------------------------------------------------------------ client configs
-
-    def _progress_config(self) -> dict[str, Any]:
-        config: dict[str, Any] = dict(self.settings.target_client)
-        config.update(
-            {
-                "group.id": self.names.progress_group,
-                "enable.auto.commit": False,
-                # Only stable (committed) progress is read: see KIP-447.
-                "isolation.level": "read_committed",
-                "client.id": naming.flow_client_id(self.flow_id, "progress"),
-                "log_level": 4,
-            }
-        )
-        return config
-
-    def _membership_config(self) -> dict[str, Any]:
-        config: dict[str, Any] = dict(self.settings.target_client)
-        config.update(
-            {
-                "group.id": self.names.membership_group,
-                "enable.auto.commit": False,
-                "partition.assignment.strategy": "cooperative-sticky",
-                "session.timeout.ms": self.settings.membership_session_timeout_ms,
-                "heartbeat.interval.ms": max(
-                    500, self.settings.membership_session_timeout_ms // 10
-                ),
-                "client.id": naming.flow_client_id(self.flow_id, "slots"),
-                "log_level": 4,
-            }
-        )
-        return config
-
-    def _producer_config(self, number: int) -> dict[str, Any]:
-        config = producer_config(self.settings)
-        config.update(
-            {
-                "transactional.id": self.names.transactional_id(number),
-                "transaction.timeout.ms": self.settings.transaction_timeout_ms,
-                "client.id": naming.flow_client_id(self.flow_id, f"slot-{number}"),
-            }
-        )
-        # A transaction must finish within its timeout: no record may wait longer than that.
-        config["message.timeout.ms"] = min(
-            self.settings.message_timeout_ms, self.settings.transaction_timeout_ms
-        )
-        return config
 
 
 def _discard(producer: Producer) -> None:
