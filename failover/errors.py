@@ -10,12 +10,14 @@ that catch ``ValueError`` keep doing so::
     ├── PolicyError               a replication-policy or topic-naming rule is broken
     ├── PatternError              an include/exclude regular expression does not compile
     ├── SyncConflictError         an offset sync contradicts the offset index
+    ├── SwitchError               a change of an application's active cluster breaks its rules
     └── FormatError               bytes are not a record this build can read (or write)
         ├── SyncFormatError       an offset sync key or value
         ├── IndexSnapshotError    an offset index snapshot
         ├── CheckpointFormatError a checkpoint key or value
         ├── HeartbeatFormatError  a heartbeat record
-        └── ProvenanceFormatError a provenance header
+        ├── ProvenanceFormatError a provenance header
+        └── ActiveFormatError     an application's active-cluster document
 
 The modules that raise them re-export them (``failover.offset_syncs.SyncFormatError`` ...).
 The service wraps them into :mod:`drsvc.errors` where it turns input into effects.
@@ -24,6 +26,7 @@ The service wraps them into :mod:`drsvc.errors` where it turns input into effect
 from __future__ import annotations
 
 __all__ = [
+    "ActiveFormatError",
     "CheckpointFormatError",
     "CoreError",
     "FormatError",
@@ -32,6 +35,7 @@ __all__ = [
     "PatternError",
     "PolicyError",
     "ProvenanceFormatError",
+    "SwitchError",
     "SyncConflictError",
     "SyncFormatError",
 ]
@@ -62,6 +66,11 @@ class SyncConflictError(CoreError):
     """A sync contradicts the index (two writers, out-of-order syncs, a reused target topic)."""
 
 
+class SwitchError(CoreError):
+    """A change of an application's active cluster that its rules forbid (straight from one
+    cluster to another, an epoch that does not grow, a switch to where it already is)."""
+
+
 class FormatError(CoreError):
     """Bytes are not a record of a format (or version) this build can read; decoders never
     guess."""
@@ -85,3 +94,7 @@ class HeartbeatFormatError(FormatError):
 
 class ProvenanceFormatError(FormatError):
     """A provenance header value that this version cannot read."""
+
+
+class ActiveFormatError(FormatError):
+    """An application's active-cluster document this version cannot read."""

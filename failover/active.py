@@ -1,0 +1,165 @@
+"""Where an application is active: a versioned document, and the rules for changing it.
+
+The document lives at ``drsvc/<namespace>/apps/<app>/active``
+(:func:`failover.naming.app_active_key`) as JSON::
+
+    {"v": 1, "cluster": "west", "epoch": 7, "failover_id": "f-...", "at_ms": 1795556180117}
+
+``cluster`` is an alias, or null while a switch is under way. Only the failover executor writes
+it, and only through :func:`switch`, whose rules make a switch safe for clients that follow it:
+
+* **Old -> none -> new.** A cluster is never replaced by another directly: the executor first
+  writes none, waits until every client that saw the old value has lost it (:func:`lease_wait_s`),
+  and only then writes the new one. So no moment exists in which one client still uses the old
+  cluster while another already uses the new one.
+* **The epoch only grows**, by one per write, so a client (or a fenced writer) can tell a newer
+  value from an older one whatever order it hears them in.
+* **Every write names its failover** (``failover_id``), so the record of that failover explains
+  any value, and a resumed failover recognises its own writes.
+
+The lease that clients honour: a client may act on a value only while it has heard from Consul
+within ``lease_s`` (a blocking query returns at least every ``wait`` seconds, so a healthy client
+re-confirms well within it). When the lease lapses, or the value is none, it stops producing and
+consuming. The executor, having written none, waits ``lease_s`` plus a margin for clocks that run
+at slightly different rates before it writes a new cluster (:func:`lease_wait_s`).
+
+A key that is absent means: active on the application's preferred cluster, epoch 0. A plain alias
+(or ``"none"``) written by hand or by an older version reads as that cluster (or none) at epoch 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from failover.errors import ActiveFormatError, SwitchError
+
+__all__ = [
+    "ACTIVE_FORMAT_VERSION",
+    "DEFAULT_LEASE_S",
+    "ActiveDocument",
+    "decode_active",
+    "lease_wait_s",
+    "switch",
+]
+
+ACTIVE_FORMAT_VERSION = 1
+
+#: how long a client may go on using a value without hearing from Consul
+DEFAULT_LEASE_S = 15.0
+
+#: the largest relative rate difference assumed between two machines' monotonic clocks
+_CLOCK_RATE_MARGIN = 0.01
+#: and a fixed allowance for scheduling (a client's check runs at most this late)
+_SCHEDULING_MARGIN_S = 1.0
+
+_NONE_VALUES = frozenset({"", "none", "null"})
+#: what a cluster alias may look like (the topology's rule for names)
+_ALIAS = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class ActiveDocument:
+    """An application's active cluster (None while a switch is under way)."""
+
+    cluster: str | None
+    #: grows by one with every write; 0 for the implicit or hand-written value
+    epoch: int = 0
+    #: the failover that wrote it (None: never written by a failover)
+    failover_id: str | None = None
+    #: when it was written (wall clock, ms; 0 unknown)
+    at_ms: int = 0
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "v": ACTIVE_FORMAT_VERSION,
+                "cluster": self.cluster,
+                "epoch": self.epoch,
+                "failover_id": self.failover_id,
+                "at_ms": self.at_ms,
+            },
+            separators=(",", ":"),
+        )
+
+    @property
+    def switching(self) -> bool:
+        return self.cluster is None
+
+
+def decode_active(raw: str | None, preferred: str) -> ActiveDocument:
+    """The document stored at an application's key (``raw`` None: the key is absent, so the
+    application is where it prefers to be). Raises :class:`ActiveFormatError` naming what is
+    wrong; it never guesses a cluster."""
+    if raw is None:
+        return ActiveDocument(preferred)
+    text = raw.strip()
+    if not text.startswith(("{", '"')) and text != "null":
+        return _plain(text)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ActiveFormatError(f"not valid JSON ({err.msg}): {raw!r}") from err
+    if value is None or isinstance(value, str):
+        return _plain("" if value is None else value)
+    if not isinstance(value, dict):
+        raise ActiveFormatError(f"expected a JSON object or a cluster alias, got {raw!r}")
+    version = value.get("v", ACTIVE_FORMAT_VERSION)
+    if version != ACTIVE_FORMAT_VERSION:
+        raise ActiveFormatError(
+            f"format version {version!r}; this version reads {ACTIVE_FORMAT_VERSION}: {raw!r}"
+        )
+    if "cluster" not in value:
+        raise ActiveFormatError(f"no 'cluster' field: {raw!r}")
+    cluster, epoch = value["cluster"], value.get("epoch", 0)
+    failover_id, at_ms = value.get("failover_id"), value.get("at_ms", 0)
+    if cluster is not None and (not isinstance(cluster, str) or not _ALIAS.fullmatch(cluster)):
+        raise ActiveFormatError(f"'cluster' must be an alias or null: {raw!r}")
+    if not _is_count(epoch):
+        raise ActiveFormatError(f"'epoch' must be a non-negative integer: {raw!r}")
+    if failover_id is not None and not isinstance(failover_id, str):
+        raise ActiveFormatError(f"'failover_id' must be a string or null: {raw!r}")
+    if not _is_count(at_ms):
+        raise ActiveFormatError(f"'at_ms' must be a non-negative integer: {raw!r}")
+    return ActiveDocument(cluster, epoch, failover_id, at_ms)
+
+
+def switch(
+    current: ActiveDocument, to: str | None, failover_id: str, now_ms: int
+) -> ActiveDocument:
+    """The next document when failover ``failover_id`` switches from ``current`` to ``to``
+    (None: to none). Raises :class:`SwitchError` when the rules forbid it."""
+    if not failover_id:
+        raise SwitchError("every write of the active cluster must name its failover")
+    if to is not None and not _ALIAS.fullmatch(to):
+        raise SwitchError(f"the active cluster must be an alias or none, not {to!r}")
+    if to is not None and current.cluster is not None:
+        raise SwitchError(
+            f"cannot switch from {current.cluster!r} straight to {to!r}: switch to none first "
+            "and wait out the clients' lease"
+        )
+    if to is None and current.cluster is None:
+        raise SwitchError("the application is already switching (active: none)")
+    return ActiveDocument(to, current.epoch + 1, failover_id, now_ms)
+
+
+def lease_wait_s(lease_s: float = DEFAULT_LEASE_S) -> float:
+    """How long to wait after writing none before writing a new cluster: every client that saw
+    the old value has stopped by then, even one whose clock runs a little slow."""
+    if lease_s <= 0:
+        raise SwitchError(f"the lease must be positive (got {lease_s}s)")
+    return lease_s * (1 + _CLOCK_RATE_MARGIN) + _SCHEDULING_MARGIN_S
+
+
+def _plain(alias: str) -> ActiveDocument:
+    text = alias.strip()
+    if text.lower() in _NONE_VALUES:
+        return ActiveDocument(None)
+    if not _ALIAS.fullmatch(text):
+        raise ActiveFormatError(f"expected a JSON object or a cluster alias, got {alias!r}")
+    return ActiveDocument(text)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
