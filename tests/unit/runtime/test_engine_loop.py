@@ -1,0 +1,439 @@
+"""The whole replication engine loop of both delivery modes, on fake clients and a fake clock.
+
+Each test builds a flow ``east->west`` on two in-memory clusters (``fake_kafka.py``), runs the
+real :class:`ReplicationEngine` (discovery, control, the hot path, delivery reports, syncs,
+commits or transactions, the lanes' state machine) until a condition holds, and checks what landed
+on the target the way a consumer of the target would. Nothing sleeps: waits advance the clock.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from confluent_kafka import KafkaError
+from fake_kafka import FakeClock, FakeCluster, FakeKafka, FakeProducer, bootstrap_servers
+
+from drsvc.errors import FatalClientError
+from drsvc.runtime.replication.at_least_once import AtLeastOnce
+from drsvc.runtime.replication.control import FlowControl
+from drsvc.runtime.replication.engine import ReplicationEngine
+from drsvc.runtime.replication.exactly_once import ExactlyOnce
+from drsvc.runtime.replication.settings import worker_settings
+from drsvc.topology import load_topology_text
+from failover import naming, provenance
+from failover.offset_syncs import TopicPartition as SyncPartition
+from failover.partition_state import phase
+from failover.slots import SlotProgress
+
+TOPOLOGY = """
+name: pair
+clusters:
+  east: {bootstrap_servers: "127.0.0.1:1"}
+  west: {bootstrap_servers: "127.0.0.1:2"}
+flows:
+  - {source: east, target: west, delivery: DELIVERY}
+"""
+MODES = ["at-least-once", "exactly-once"]
+TOPIC, REMOTE = "orders", "east.orders"
+
+
+@pytest.fixture(autouse=True)
+def _unfreeze() -> Iterator[None]:
+    # The engine freezes the garbage collector's view of what exists when it starts (a worker
+    # lives as long as its process); tests run many engines in one process.
+    yield
+    gc.unfreeze()
+
+
+@dataclass
+class Flow:
+    clock: FakeClock
+    east: FakeCluster
+    west: FakeCluster
+    kafka: FakeKafka
+    engine: ReplicationEngine
+    #: the flow's control document as the engine reads it (None: no document)
+    control: list[FlowControl | None] = field(default_factory=lambda: [None])
+    cycles: int = 0
+
+    def run(self, *steps: tuple[Callable[[], bool], Callable[[], None] | None]) -> None:
+        """Run the engine; each step waits (cycle by cycle) until its condition holds, then does
+        its action; the engine stops after the last step. Fails if a step never comes."""
+        pending = list(steps)
+        limit = self.cycles + 50_000
+
+        def on_cycle(engine: ReplicationEngine) -> None:
+            self.cycles += 1
+            while pending and pending[0][0]():
+                _until, then = pending.pop(0)
+                if then is not None:
+                    then()
+            if not pending or self.cycles >= limit:
+                engine.stop()
+
+        self.engine.run(on_cycle=on_cycle)
+        assert not pending, f"gave up after {self.cycles} cycles waiting for step {pending[0]}"
+
+    def copied(self, partition: int) -> list[bytes | None]:
+        """Values of the copies a read_committed consumer of the target sees."""
+        if REMOTE not in self.west.topics:
+            return []
+        return self.west.values(REMOTE, partition)
+
+    def source_values(self, partition: int) -> list[bytes | None]:
+        return self.east.values(TOPIC, partition)
+
+
+def new_flow(delivery: str = "at-least-once", partitions: int = 2, **overrides: object) -> Flow:
+    clock = FakeClock()
+    east, west = FakeCluster("east", clock), FakeCluster("west", clock)
+    east.create_topic(TOPIC, partitions)
+    topology = load_topology_text(TOPOLOGY.replace("DELIVERY", delivery))
+    settings = worker_settings(
+        topology,
+        topology.flow("east", "west"),
+        bootstrap_servers(east, west),
+        refresh_interval_s=1.0,
+        **({"slots": 2} if delivery == "exactly-once" else {}),
+        **overrides,
+    )
+    kafka = FakeKafka(east, west, settings)
+    control: list[FlowControl | None] = [None]
+    engine = ReplicationEngine(settings, kafka=kafka, clock=clock, control=lambda: control[0])
+    return Flow(clock, east, west, kafka, engine, control)
+
+
+def produce(flow: Flow, count: int, first: int = 0, partitions: int = 2) -> None:
+    for seq in range(first, first + count):
+        for partition in range(partitions):
+            flow.east.append(
+                TOPIC,
+                partition,
+                f"{partition}-{seq}".encode(),
+                key=f"k{seq}".encode(),
+                headers=[("app", b"orders-service")],
+            )
+
+
+def caught_up(flow: Flow, partitions: int = 2) -> Callable[[], bool]:
+    """Every source record is on the target (in at-least-once mode possibly more than once)."""
+
+    def check() -> bool:
+        return all(set(flow.copied(p)) >= set(flow.source_values(p)) for p in range(partitions))
+
+    return check
+
+
+def progress_at_end(flow: Flow, partitions: int = 2) -> Callable[[], bool]:
+    """The flow's progress says every source record is copied (and its syncs written)."""
+    settings = flow.engine.settings
+
+    def check() -> bool:
+        for p in range(partitions):
+            end = flow.east.end_offset(TOPIC, p)
+            if settings.delivery == "exactly-once":
+                found = flow.west.group_offsets.get(settings.group_id, {}).get((REMOTE, p))
+                if found is None or SlotProgress.decode(found.metadata).next_source_offset != end:
+                    return False
+            elif flow.east.committed_offset(settings.group_id, TOPIC, p) != end:
+                return False
+        return True
+
+    return check
+
+
+def both(*checks: Callable[[], bool]) -> Callable[[], bool]:
+    return lambda: all(check() for check in checks)
+
+
+# ---------------------------------------------------------------------------------- copying
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_every_record_is_copied_with_its_key_headers_timestamp_and_partition(delivery: str) -> None:
+    flow = new_flow(delivery)
+    produce(flow, 300)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+
+    for partition in range(2):
+        sources = flow.east.records(TOPIC, partition)
+        copies = flow.west.records(REMOTE, partition)
+        assert [c.value for c in copies] == [s.value for s in sources]  # once each, in order
+        for source, copy in zip(sources, copies, strict=True):
+            assert copy.key == source.key
+            assert copy.timestamp == source.timestamp
+            headers = copy.header_list() or []
+            assert headers[:-1] == [("app", b"orders-service")]  # originals first, in order
+            origin = provenance.decode(headers[-1][1])
+            assert (origin.cluster, origin.topic, origin.partition, origin.offset) == (
+                "east",
+                TOPIC,
+                partition,
+                source.offset,
+            )
+    # Every copy is mapped by a written offset sync.
+    sync_log = flow.kafka.sync_log()
+    for partition in range(2):
+        ids = (flow.east.topic_id(TOPIC), flow.west.topic_id(REMOTE))
+        end = sync_log.written_sync_end(SyncPartition(TOPIC, partition), ids, 1.0)
+        assert end == flow.west.end_offset(REMOTE, partition) or delivery == "exactly-once"
+    stats = flow.engine.stats
+    assert stats.records_copied == 600
+    assert stats.rewinds == 0
+    if delivery == "exactly-once":
+        assert stats.transactions_committed > 0
+        assert isinstance(flow.engine.delivery, ExactlyOnce)
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_reports_count_per_partition_and_sample_the_latency(delivery: str) -> None:
+    flow = new_flow(delivery)
+    produce(flow, 100)
+    reports: dict[tuple[str, int], object] = {}
+
+    def snapshot() -> None:
+        reports.update({(r.topic, r.partition): r for r in flow.engine.partition_reports()})
+
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None), (lambda: True, snapshot))
+    assert set(reports) == {(TOPIC, 0), (TOPIC, 1)}
+    for partition in range(2):
+        report = reports[(TOPIC, partition)]
+        assert report.records_copied == 100  # type: ignore[attr-defined]
+        assert report.bytes_copied == sum(  # type: ignore[attr-defined]
+            len(r.value or b"") + len(r.key or b"") for r in flow.east.records(TOPIC, partition)
+        )
+        assert report.replicated_offset == 100  # type: ignore[attr-defined]
+        assert report.latency_ms is not None  # type: ignore[attr-defined]
+        assert report.remote_topic == REMOTE  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_failed_deliveries_are_copied_again_and_nothing_is_skipped(delivery: str) -> None:
+    flow = new_flow(delivery)
+    produce(flow, 200)
+    flow.west.create_topic(REMOTE, 2)
+    flow.west.fail_next_deliveries(REMOTE, 5, KafkaError._MSG_TIMED_OUT)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+
+    stats = flow.engine.stats
+    assert stats.delivery_failures >= 5
+    assert stats.rewinds >= 1
+    for partition in range(2):
+        copies = flow.copied(partition)
+        assert set(copies) == set(flow.source_values(partition))
+        if delivery == "exactly-once":
+            # The failed transaction was aborted: a read_committed reader sees each record once.
+            assert copies == flow.source_values(partition)
+    if delivery == "exactly-once":
+        assert stats.transactions_failed >= 1
+
+
+def test_a_lost_sync_is_repaired_before_the_partition_is_copied_again() -> None:
+    flow = new_flow()
+    produce(flow, 100)
+    sync_topic = flow.engine.settings.sync_topic
+    flow.west.create_topic(sync_topic, 1)
+    flow.west.fail_next_deliveries(sync_topic, 1, KafkaError._MSG_TIMED_OUT)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    assert flow.engine.stats.rewinds >= 1
+    for partition in range(2):
+        assert set(flow.copied(partition)) == set(flow.source_values(partition))
+
+
+def test_a_fatal_producer_error_stops_the_at_least_once_engine() -> None:
+    flow = new_flow()
+    produce(flow, 10)
+
+    def fatal() -> None:
+        flow.kafka.producers[0].raise_fatal(KafkaError._FATAL, "idempotence broke")
+
+    with pytest.raises(FatalClientError, match="fatal error"):
+        flow.run((caught_up(flow), fatal), (lambda: False, None))
+
+
+# ---------------------------------------------------------------------------------- control
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_an_operator_pause_stops_copying_and_a_resume_copies_the_rest(delivery: str) -> None:
+    flow = new_flow(delivery)
+    produce(flow, 50)
+    copied_at_pause: list[int] = []
+
+    def pause() -> None:
+        flow.control[0] = FlowControl(paused_topics=frozenset({TOPIC}))
+
+    def paused_a_while() -> bool:
+        # Two refreshes after the pause, more records arrived and none of them was copied.
+        return flow.engine.stats.records_copied == copied_at_pause[0] and flow.cycles > mark[0]
+
+    mark = [0]
+
+    def more_records() -> None:
+        copied_at_pause.append(flow.engine.stats.records_copied)
+        produce(flow, 50, first=50)
+        mark[0] = flow.cycles + 200
+
+    def resume() -> None:
+        flow.control[0] = FlowControl()
+
+    flow.run(
+        (both(caught_up(flow), progress_at_end(flow)), pause),
+        (lambda: "paused by the operator" in phases(flow), more_records),
+        (paused_a_while, resume),
+        (both(caught_up(flow), progress_at_end(flow)), None),
+    )
+    assert copied_at_pause == [100]
+    for partition in range(2):
+        if delivery == "exactly-once":
+            assert flow.copied(partition) == flow.source_values(partition)
+        else:
+            assert set(flow.copied(partition)) == set(flow.source_values(partition))
+
+
+def phases(flow: Flow) -> set[str]:
+    return {phase(lane.state).value for lane in flow.engine.lanes.values()}
+
+
+# ---------------------------------------------------------------------------------- anomalies
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_a_hung_source_transaction_is_reported_as_a_stall(delivery: str) -> None:
+    flow = new_flow(delivery, stall_warning_s=5.0)
+    produce(flow, 10)
+    flow.east.append(TOPIC, 0, b"held back", transaction="hung")
+    produce(flow, 10, first=10)  # behind the open transaction: nobody reads them
+
+    flow.run((lambda: flow.engine.stats.stalled_partitions >= 1, None))
+    assert flow.engine.stats.stalled_partitions == 1  # one report per stall
+
+
+def test_records_deleted_by_retention_while_paused_are_reported_and_the_copy_goes_on() -> None:
+    flow = new_flow()
+    produce(flow, 20)
+    lost_before = [0]
+
+    def pause() -> None:
+        flow.control[0] = FlowControl(paused_topics=frozenset({TOPIC}))
+
+    def retention_runs() -> None:
+        produce(flow, 30, first=20)
+        lost_before[0] = flow.engine.stats.records_lost_to_retention
+        for partition in range(2):
+            flow.east.delete_records(TOPIC, partition, 40)  # 20 never copied records gone
+        flow.control[0] = FlowControl()
+
+    def copied_what_is_left() -> bool:
+        return (
+            all(set(flow.copied(p)) >= set(flow.source_values(p)) for p in range(2))
+            and progress_at_end(flow)()
+        )
+
+    flow.run(
+        (both(caught_up(flow), progress_at_end(flow)), pause),
+        (lambda: "paused by the operator" in phases(flow), retention_runs),
+        (copied_what_is_left, None),
+    )
+    assert flow.engine.stats.records_lost_to_retention - lost_before[0] == 40
+    for partition in range(2):
+        copies = set(flow.copied(partition))
+        assert {f"{partition}-{seq}".encode() for seq in range(20, 40)}.isdisjoint(copies)
+        assert {f"{partition}-{seq}".encode() for seq in range(40, 50)} <= copies
+
+
+def test_a_recreated_source_topic_is_copied_from_its_start_with_new_syncs() -> None:
+    flow = new_flow()
+    produce(flow, 20)
+
+    def recreate() -> None:
+        flow.east.recreate_topic(TOPIC)
+        produce(flow, 5, first=100)
+
+    def new_records_copied() -> bool:
+        return all(
+            {f"{p}-{seq}".encode() for seq in range(100, 105)} <= set(flow.copied(p))
+            for p in range(2)
+        )
+
+    flow.run(
+        (both(caught_up(flow), progress_at_end(flow)), recreate),
+        (both(new_records_copied, progress_at_end(flow)), None),
+    )
+    new_id = flow.east.topic_id(TOPIC)
+    syncs = [s for s in flow.kafka.sync_log().syncs() if s.source_topic_id == new_id]
+    assert {s.partition for s in syncs} == {0, 1}
+    assert all(s.source_begin >= 0 for s in syncs)
+
+
+def test_start_positions_clamp_progress_deleted_by_retention() -> None:
+    flow = new_flow()
+    produce(flow, 50)
+    group = flow.engine.settings.group_id
+    flow.east.set_committed(group, TOPIC, 0, 10)
+    flow.east.delete_records(TOPIC, 0, 30)
+    flow.east.set_committed(group, TOPIC, 1, 45)
+    flow.run((both(progress_at_end(flow)), None))
+    assert flow.engine.stats.records_lost_to_retention == 20
+    assert flow.copied(0) == [f"0-{seq}".encode() for seq in range(30, 50)]
+    assert flow.copied(1) == [f"1-{seq}".encode() for seq in range(45, 50)]
+
+
+def test_the_delivery_mode_follows_the_flow() -> None:
+    assert isinstance(new_flow("at-least-once").engine.delivery, AtLeastOnce)
+    assert isinstance(new_flow("exactly-once").engine.delivery, ExactlyOnce)
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_the_next_engine_continues_from_the_committed_progress(delivery: str) -> None:
+    """A worker stopped (graceful shutdown: settled, committed) and the next one of the flow
+    takes over: it copies what came since, and nothing twice."""
+    flow = new_flow(delivery)
+    produce(flow, 40)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    produce(flow, 40, first=40)
+    settings = flow.engine.settings
+    flow.engine = ReplicationEngine(
+        settings, kafka=flow.kafka, clock=flow.clock, control=lambda: flow.control[0]
+    )
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    for partition in range(2):
+        assert flow.copied(partition) == flow.source_values(partition)
+    assert flow.engine.stats.records_copied == 80
+
+
+def test_an_exactly_once_slot_taken_over_is_taken_back_and_nothing_is_copied_twice() -> None:
+    """Another producer initialises the slots' transactional ids (a worker that took them over,
+    then went away): the engine's open transactions are fenced, it drops the slots, takes them
+    back after the takeover wait, and a read_committed reader sees every record once."""
+    flow = new_flow("exactly-once")
+    produce(flow, 100)
+    fenced_at = [0]
+
+    def take_over() -> None:
+        fenced_at[0] = flow.engine.stats.transactions_failed
+        produce(flow, 100, first=100)
+        for slot in range(2):
+            intruder = FakeProducer(
+                flow.west,
+                {
+                    "bootstrap.servers": flow.west.bootstrap,
+                    "transactional.id": naming.transactional_id("east", "west", slot),
+                },
+                flow.clock,
+            )
+            intruder.init_transactions(10)
+
+    flow.run(
+        (lambda: flow.engine.stats.records_copied >= 50, take_over),
+        (both(caught_up(flow), progress_at_end(flow)), None),
+    )
+    assert flow.engine.stats.transactions_failed > fenced_at[0]
+    for partition in range(2):
+        assert flow.copied(partition) == flow.source_values(partition)
