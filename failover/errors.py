@@ -11,6 +11,7 @@ that catch ``ValueError`` keep doing so::
     ├── PatternError              an include/exclude regular expression does not compile
     ├── SyncConflictError         an offset sync contradicts the offset index
     ├── SwitchError               a change of an application's active cluster breaks its rules
+    │   └── FailoverRefused       a failover that must not start (the message says why)
     └── FormatError               bytes are not a record this build can read (or write)
         ├── SyncFormatError       an offset sync key or value
         ├── IndexSnapshotError    an offset index snapshot
@@ -29,6 +30,7 @@ __all__ = [
     "ActiveFormatError",
     "CheckpointFormatError",
     "CoreError",
+    "FailoverRefused",
     "FormatError",
     "HeartbeatFormatError",
     "IndexSnapshotError",
@@ -69,6 +71,11 @@ class SyncConflictError(CoreError):
 class SwitchError(CoreError):
     """A change of an application's active cluster that its rules forbid (straight from one
     cluster to another, an epoch that does not grow, a switch to where it already is)."""
+
+
+class FailoverRefused(SwitchError):
+    """A failover that must not start: unknown cluster, already active there, another failover
+    of the application running, no flow to the target..."""
 
 
 class FormatError(CoreError):

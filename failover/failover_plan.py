@@ -1,0 +1,272 @@
+"""Failover and failback of one application as a pure, resumable state machine.
+
+Moving an application from its active cluster to another is a short sequence of steps, each with
+a precondition and a rule for what its failure means. This module decides everything about it
+without I/O; the service executes the steps, records every outcome under ``failovers/<id>`` in
+Consul and asks :func:`next_step` what comes next, so an executor killed between any two steps
+is resumed (or its failover rolled back) by another one reading the same record.
+
+The steps
+=========
+
+Planned (the active cluster is reachable; zero loss, zero re-read)::
+
+    deactivate      active: old -> none (the application stops on the old cluster)
+    wait-lease      every client that saw the old value has lost it (failover.active)
+    wait-caught-up  the application's topics are fully replicated and every group's checkpoint
+                    equals its committed offset on the old cluster (bounded: on timeout, roll
+                    back and say what lagged)
+    set-offsets     every group's offsets on the new cluster at the exact translated positions
+                    (live members there are a failure, not a skip)
+    activate        active: none -> new
+
+Unplanned (the active cluster is gone, or ``force``): the same without ``wait-caught-up``;
+``set-offsets`` uses the latest checkpoints and the application's ``on_unknown_translation``,
+and the record reports the recovery point.
+
+A failure of ``deactivate`` changes nothing (the failover ends rolled back); a failure of any
+later step before ``activate`` rolls back: ``reactivate`` writes the old cluster again (none ->
+old, a new epoch), so the application is never active on two clusters and never left without
+one by a failed failover. ``activate`` itself is retried, never rolled back: once the offsets are
+set the new cluster is the right place.
+
+Failback is the same machine with the clusters the other way round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from failover.active import ActiveDocument
+from failover.errors import FailoverRefused, SwitchError
+
+__all__ = [
+    "FailoverKind",
+    "FailoverPlan",
+    "FailoverRecord",
+    "FailoverRefused",
+    "FailoverRequest",
+    "FailoverState",
+    "OnFailure",
+    "Outcome",
+    "Situation",
+    "Step",
+    "StepEvent",
+    "StepName",
+    "next_step",
+    "plan_failover",
+    "record_outcome",
+]
+
+
+class FailoverKind(StrEnum):
+    PLANNED = "planned"
+    UNPLANNED = "unplanned"
+
+
+class FailoverState(StrEnum):
+    RUNNING = "running"
+    ROLLING_BACK = "rolling_back"
+    COMPLETED = "completed"
+    ROLLED_BACK = "rolled_back"
+
+
+class StepName(StrEnum):
+    DEACTIVATE = "deactivate"
+    WAIT_LEASE = "wait-lease"
+    WAIT_CAUGHT_UP = "wait-caught-up"
+    SET_OFFSETS = "set-offsets"
+    ACTIVATE = "activate"
+    #: the rollback: the old cluster active again
+    REACTIVATE = "reactivate"
+
+
+class OnFailure(StrEnum):
+    #: nothing changed yet: the failover ends, rolled back
+    END = "end"
+    #: undo: the old cluster becomes active again
+    ROLL_BACK = "roll-back"
+    #: try the step again (the record stays running; a resume retries it)
+    RETRY = "retry"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: StepName
+    on_failure: OnFailure
+    #: how long the executor may try before the step counts as failed (None: no bound)
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class FailoverRequest:
+    """What an operator (or the controller) asked for."""
+
+    app: str
+    to: str
+    #: switch without waiting for replication, even if the active cluster answers
+    force: bool = False
+    #: the caller's id: the same request twice is one failover
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the executor found before planning."""
+
+    #: the clusters of the topology
+    clusters: frozenset[str]
+    #: the application's active-cluster document now
+    active: ActiveDocument
+    #: does the active cluster answer (metadata and a produce)?
+    active_reachable: bool
+    #: the id of a failover of this application that is still running (None: none)
+    running: str | None = None
+    #: does a flow copy the application's topics from the active cluster to the requested one?
+    replicated_to_target: bool = True
+
+
+@dataclass(frozen=True)
+class FailoverPlan:
+    failover_id: str
+    app: str
+    from_cluster: str
+    to_cluster: str
+    kind: FailoverKind
+    steps: tuple[Step, ...]
+    request_id: str | None = None
+
+    def step(self, name: StepName) -> Step:
+        for step in self.steps:
+            if step.name is name:
+                return step
+        if name is StepName.REACTIVATE:
+            return _REACTIVATE
+        raise KeyError(name)
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One step's outcome, as recorded."""
+
+    step: StepName
+    outcome: Outcome
+    at_ms: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class FailoverRecord:
+    """A failover as persisted: its plan and every step's outcome so far."""
+
+    plan: FailoverPlan
+    state: FailoverState = FailoverState.RUNNING
+    events: tuple[StepEvent, ...] = ()
+
+    def done(self, name: StepName) -> bool:
+        return any(e.step is name and e.outcome is Outcome.OK for e in self.events)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (FailoverState.COMPLETED, FailoverState.ROLLED_BACK)
+
+
+#: the bound of the planned wait for replication, unless the executor is told otherwise
+DEFAULT_CATCH_UP_TIMEOUT_S = 120.0
+
+_REACTIVATE = Step(StepName.REACTIVATE, OnFailure.RETRY)
+
+
+def plan_failover(
+    request: FailoverRequest,
+    situation: Situation,
+    failover_id: str,
+    catch_up_timeout_s: float = DEFAULT_CATCH_UP_TIMEOUT_S,
+) -> FailoverPlan:
+    """The plan of ``request`` in ``situation``; raises :class:`FailoverRefused` saying why
+    when it must not start. A request repeated with the same request id is answered by the
+    caller with the record it started, before planning."""
+    active = situation.active.cluster
+    if request.to not in situation.clusters:
+        known = ", ".join(sorted(situation.clusters))
+        raise FailoverRefused(f"unknown cluster {request.to!r} (the topology has: {known})")
+    if situation.running is not None:
+        raise FailoverRefused(
+            f"failover {situation.running} of application {request.app} is still running: "
+            "resume it or wait for it to end"
+        )
+    if active is None:
+        raise FailoverRefused(
+            f"application {request.app} has no active cluster (a switch did not finish, "
+            f"failover {situation.active.failover_id}): resume that failover first"
+        )
+    if active == request.to:
+        raise FailoverRefused(f"application {request.app} is already active on {request.to}")
+    if not situation.replicated_to_target:
+        raise FailoverRefused(
+            f"no flow copies application {request.app}'s topics from {active} to {request.to}"
+        )
+    planned = situation.active_reachable and not request.force
+    steps = [
+        Step(StepName.DEACTIVATE, OnFailure.END),
+        Step(StepName.WAIT_LEASE, OnFailure.ROLL_BACK),
+    ]
+    if planned:
+        steps.append(Step(StepName.WAIT_CAUGHT_UP, OnFailure.ROLL_BACK, catch_up_timeout_s))
+    steps += [
+        Step(StepName.SET_OFFSETS, OnFailure.ROLL_BACK),
+        Step(StepName.ACTIVATE, OnFailure.RETRY),
+    ]
+    return FailoverPlan(
+        failover_id=failover_id,
+        app=request.app,
+        from_cluster=active,
+        to_cluster=request.to,
+        kind=FailoverKind.PLANNED if planned else FailoverKind.UNPLANNED,
+        steps=tuple(steps),
+        request_id=request.request_id,
+    )
+
+
+def next_step(record: FailoverRecord) -> Step | None:
+    """The step to execute now (None: the failover has ended)."""
+    if record.finished:
+        return None
+    if record.state is FailoverState.ROLLING_BACK:
+        return _REACTIVATE
+    for step in record.plan.steps:
+        if not record.done(step.name):
+            return step
+    return None
+
+
+def record_outcome(
+    record: FailoverRecord, step: StepName, outcome: Outcome, at_ms: int, detail: str = ""
+) -> FailoverRecord:
+    """The record after ``step`` ended with ``outcome``. Raises :class:`SwitchError` for an
+    outcome of a step that is not the one :func:`next_step` asked for (a confused executor)."""
+    expected = next_step(record)
+    if expected is None or expected.name is not step:
+        wanted = "nothing (the failover has ended)" if expected is None else expected.name.value
+        raise SwitchError(
+            f"failover {record.plan.failover_id}: an outcome of {step.value} arrived, but the "
+            f"next step is {wanted}"
+        )
+    events = (*record.events, StepEvent(step, outcome, at_ms, detail))
+    state = record.state
+    if outcome is Outcome.OK:
+        if step is StepName.REACTIVATE:
+            state = FailoverState.ROLLED_BACK
+        elif step is StepName.ACTIVATE:
+            state = FailoverState.COMPLETED
+    elif expected.on_failure is OnFailure.END:
+        state = FailoverState.ROLLED_BACK
+    elif expected.on_failure is OnFailure.ROLL_BACK:
+        state = FailoverState.ROLLING_BACK
+    return replace(record, state=state, events=events)
