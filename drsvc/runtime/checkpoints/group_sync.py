@@ -40,7 +40,6 @@ group's state (syncing, active on the target, refused ...) are logged once, when
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -60,6 +59,8 @@ from drsvc.errors import ConfigError
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin, encode_origin
 from drsvc.topology.models import Application, Flow, Topology
 from failover import naming
+from failover.active import decode_active
+from failover.errors import ActiveFormatError
 from failover.unknown_translation import (
     UnknownTranslation,
     describe_reason,
@@ -117,8 +118,6 @@ refused, or commits failed."""
 
 Origin = Literal["translated", "earliest"]
 
-_SWITCHING_VALUES = frozenset({"", "none"})
-
 
 # -- where the application is active (pure) -------------------------------------------------------
 
@@ -136,26 +135,20 @@ class ActiveCluster:
 def parse_active_value(
     raw: str | None, application: Application, aliases: Collection[str], key: str
 ) -> ActiveCluster:
-    """Read the value of the application's active key (``raw`` None when the key is absent)."""
+    """Read the value of the application's active key (``raw`` None when the key is absent),
+    in the format of :mod:`failover.active`."""
+    try:
+        document = decode_active(raw, application.preferred)
+    except ActiveFormatError as err:
+        return _unreadable(key, raw or "", str(err))
     if raw is None:
         return ActiveCluster(
             application.preferred, "active", f"{key} is not set: its preferred cluster"
         )
-    text = raw.strip()
-    value: Any = text
-    if text.startswith(("{", '"')) or text == "null":
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return _unreadable(key, raw, "it is not valid JSON")
-    if isinstance(value, dict):
-        if "cluster" not in value:
-            return _unreadable(key, raw, "a JSON object needs a 'cluster' field")
-        value = value["cluster"]
-    if isinstance(value, str) and value in aliases:
-        return ActiveCluster(value, "active", f"{key} = {value!r}")
-    if value is None or (isinstance(value, str) and value.strip().lower() in _SWITCHING_VALUES):
+    if document.cluster is None:
         return ActiveCluster(None, "switching", f"{key} = {raw!r}: a switch is under way")
+    if document.cluster in aliases:
+        return ActiveCluster(document.cluster, "active", f"{key} = {document.cluster!r}")
     known = ", ".join(sorted(aliases))
     return _unreadable(key, raw, f"it names no cluster of the topology (known: {known})")
 
