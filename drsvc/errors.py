@@ -12,6 +12,9 @@ Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exc
     │   └── LocalEnvError           the embedded local environment cannot do what was asked
     │       ├── PortInUseError      a port the environment needs is taken
     │       └── ProcessStartError   a process died or never became ready (points at its log)
+    │   ├── LockLostError           a coordination lock is no longer held: its holder must stop
+    │   ├── ConflictError           a conditional write found a key changed by someone else
+    │   └── FailoverError           a failover was refused or could not complete (says why)
     └── TemporaryError              the same call may succeed later (.delay hints when)
         ├── KafkaUnavailableError   brokers unreachable or timed out
         ├── FatalClientError        a Kafka client can never be used again: the process stops
@@ -115,3 +118,22 @@ class FatalClientError(TemporaryError):
 
 class CoordinatorUnavailableError(TemporaryError):
     """The coordination store (Consul) could not be reached or did not answer in time."""
+
+
+class LockLostError(PermanentError):
+    """A coordination lock is no longer held (its session expired, was destroyed or taken over).
+
+    The holder must stop acting on what the lock guarded; another process may resume it.
+    """
+
+
+class ConflictError(PermanentError):
+    """A conditional write failed: ``key`` changed since it was read."""
+
+    def __init__(self, key: str, message: str | None = None) -> None:
+        self.key = key
+        super().__init__(message or f"{key} was changed by someone else since it was read")
+
+
+class FailoverError(PermanentError):
+    """A failover or failback was refused, or ended without moving the application."""
