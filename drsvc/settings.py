@@ -48,6 +48,21 @@ class Settings(BaseModel):
         "(DRSVC_START_TIMEOUT_S).",
     )
 
+    failover_lock_ttl_s: float = Field(
+        default=10.0,
+        ge=1,
+        le=86400,
+        description="Session TTL of the failover executor's lock (DRSVC_FAILOVER_LOCK_TTL_S): an "
+        "executor that stops renewing loses the lock within 2 x TTL, and another may resume.",
+    )
+    failover_lock_delay_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=60,
+        description="Consul lock delay of that lock (DRSVC_FAILOVER_LOCK_DELAY_S): how long a "
+        "lost lock stays untakeable, so that a cut-off executor notices first.",
+    )
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Build settings from ``DRSVC_*`` variables, then apply non-None ``overrides``."""

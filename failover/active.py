@@ -3,7 +3,8 @@
 The document lives at ``drsvc/<namespace>/apps/<app>/active``
 (:func:`failover.naming.app_active_key`) as JSON::
 
-    {"v": 1, "cluster": "west", "epoch": 7, "failover_id": "f-...", "at_ms": 1795556180117}
+    {"v": 1, "cluster": "west", "epoch": 7, "failover_id": "f-...", "at_ms": 1795556180117,
+     "lease_ms": 15000}
 
 ``cluster`` is an alias, or null while a switch is under way. Only the failover executor writes
 it, and only through :func:`switch`, whose rules make a switch safe for clients that follow it:
@@ -17,11 +18,13 @@ it, and only through :func:`switch`, whose rules make a switch safe for clients 
 * **Every write names its failover** (``failover_id``), so the record of that failover explains
   any value, and a resumed failover recognises its own writes.
 
-The lease that clients honour: a client may act on a value only while it has heard from Consul
-within ``lease_s`` (a blocking query returns at least every ``wait`` seconds, so a healthy client
-re-confirms well within it). When the lease lapses, or the value is none, it stops producing and
-consuming. The executor, having written none, waits ``lease_s`` plus a margin for clocks that run
-at slightly different rates before it writes a new cluster (:func:`lease_wait_s`).
+The lease that clients honour (``lease_ms`` in the document, so a client learns it with the
+value it acts on; 15 s unless the application's topology sets another): a client may act on a
+value only while it has heard from Consul within the lease (a blocking query returns at least
+every ``wait`` seconds, so a healthy client re-confirms well within it). When the lease lapses,
+or the value is none, it stops producing and consuming. The executor, having written none, waits
+the lease plus a margin for clocks that run at slightly different rates before it writes a new
+cluster (:func:`lease_wait_s`).
 
 A key that is absent means: active on the application's preferred cluster, epoch 0. A plain alias
 (or ``"none"``) written by hand or by an older version reads as that cluster (or none) at epoch 0.
@@ -70,6 +73,8 @@ class ActiveDocument:
     failover_id: str | None = None
     #: when it was written (wall clock, ms; 0 unknown)
     at_ms: int = 0
+    #: how long a client may act on this value without hearing from Consul again
+    lease_ms: int = int(DEFAULT_LEASE_S * 1000)
 
     def encode(self) -> str:
         return json.dumps(
@@ -79,6 +84,7 @@ class ActiveDocument:
                 "epoch": self.epoch,
                 "failover_id": self.failover_id,
                 "at_ms": self.at_ms,
+                "lease_ms": self.lease_ms,
             },
             separators=(",", ":"),
         )
@@ -114,6 +120,7 @@ def decode_active(raw: str | None, preferred: str) -> ActiveDocument:
         raise ActiveFormatError(f"no 'cluster' field: {raw!r}")
     cluster, epoch = value["cluster"], value.get("epoch", 0)
     failover_id, at_ms = value.get("failover_id"), value.get("at_ms", 0)
+    lease_ms = value.get("lease_ms", int(DEFAULT_LEASE_S * 1000))
     if cluster is not None and (not isinstance(cluster, str) or not _ALIAS.fullmatch(cluster)):
         raise ActiveFormatError(f"'cluster' must be an alias or null: {raw!r}")
     if not _is_count(epoch):
@@ -122,14 +129,21 @@ def decode_active(raw: str | None, preferred: str) -> ActiveDocument:
         raise ActiveFormatError(f"'failover_id' must be a string or null: {raw!r}")
     if not _is_count(at_ms):
         raise ActiveFormatError(f"'at_ms' must be a non-negative integer: {raw!r}")
-    return ActiveDocument(cluster, epoch, failover_id, at_ms)
+    if not _is_count(lease_ms) or lease_ms == 0:
+        raise ActiveFormatError(f"'lease_ms' must be a positive integer: {raw!r}")
+    return ActiveDocument(cluster, epoch, failover_id, at_ms, lease_ms)
 
 
 def switch(
-    current: ActiveDocument, to: str | None, failover_id: str, now_ms: int
+    current: ActiveDocument,
+    to: str | None,
+    failover_id: str,
+    now_ms: int,
+    lease_ms: int | None = None,
 ) -> ActiveDocument:
     """The next document when failover ``failover_id`` switches from ``current`` to ``to``
-    (None: to none). Raises :class:`SwitchError` when the rules forbid it."""
+    (None: to none), with ``lease_ms`` (default: the current document's). Raises
+    :class:`SwitchError` when the rules forbid it."""
     if not failover_id:
         raise SwitchError("every write of the active cluster must name its failover")
     if to is not None and not _ALIAS.fullmatch(to):
@@ -141,7 +155,10 @@ def switch(
         )
     if to is None and current.cluster is None:
         raise SwitchError("the application is already switching (active: none)")
-    return ActiveDocument(to, current.epoch + 1, failover_id, now_ms)
+    lease = current.lease_ms if lease_ms is None else lease_ms
+    if lease <= 0:
+        raise SwitchError(f"the lease must be positive (got {lease} ms)")
+    return ActiveDocument(to, current.epoch + 1, failover_id, now_ms, lease)
 
 
 def lease_wait_s(lease_s: float = DEFAULT_LEASE_S) -> float:

@@ -18,7 +18,8 @@ that catch ``ValueError`` keep doing so::
         ├── CheckpointFormatError a checkpoint key or value
         ├── HeartbeatFormatError  a heartbeat record
         ├── ProvenanceFormatError a provenance header
-        └── ActiveFormatError     an application's active-cluster document
+        ├── ActiveFormatError     an application's active-cluster document
+        └── RecordFormatError     a failover record
 
 The modules that raise them re-export them (``failover.offset_syncs.SyncFormatError`` ...).
 The service wraps them into :mod:`drsvc.errors` where it turns input into effects.
@@ -37,6 +38,7 @@ __all__ = [
     "PatternError",
     "PolicyError",
     "ProvenanceFormatError",
+    "RecordFormatError",
     "SwitchError",
     "SyncConflictError",
     "SyncFormatError",
@@ -105,3 +107,7 @@ class ProvenanceFormatError(FormatError):
 
 class ActiveFormatError(FormatError):
     """An application's active-cluster document this version cannot read."""
+
+
+class RecordFormatError(FormatError):
+    """A failover record (``failovers/<id>``) is not one this build can read."""

@@ -40,14 +40,17 @@ from enum import StrEnum
 
 from failover.active import ActiveDocument
 from failover.errors import FailoverRefused, SwitchError
+from failover.recovery_point import UnreplicatedRange
 
 __all__ = [
+    "Cutoff",
     "FailoverKind",
     "FailoverPlan",
     "FailoverRecord",
     "FailoverRefused",
     "FailoverRequest",
     "FailoverState",
+    "GroupTarget",
     "OnFailure",
     "Outcome",
     "Situation",
@@ -125,6 +128,8 @@ class Situation:
     running: str | None = None
     #: does a flow copy the application's topics from the active cluster to the requested one?
     replicated_to_target: bool = True
+    #: the application's groups that have live members on the requested cluster
+    busy_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,13 +166,47 @@ class StepEvent:
     detail: str = ""
 
 
+@dataclass(frozen=True, order=True)
+class GroupTarget:
+    """Where one group starts on the new cluster, partition by partition (set-offsets)."""
+
+    group: str
+    #: the topic on the new cluster
+    topic: str
+    partition: int
+    target_offset: int
+    #: zero skipped and zero re-read
+    exact: bool
+    #: the topic and offset on the old cluster it was translated from (-1: unknown)
+    source_topic: str = ""
+    source_offset: int = -1
+    #: the translation's verdict (``exact``, ``ahead-of-syncs``, ``earliest`` ...)
+    reason: str = ""
+
+
+@dataclass(frozen=True, order=True)
+class Cutoff:
+    """The end offset of a remote copy on the new cluster at the switch: consumers drain the
+    copy up to here before they read what is written on the new cluster itself."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
 @dataclass(frozen=True)
 class FailoverRecord:
-    """A failover as persisted: its plan and every step's outcome so far."""
+    """A failover as persisted: its plan, every step's outcome so far, and what the steps found
+    (the groups' new positions, the cut-offs, the recovery point)."""
 
     plan: FailoverPlan
     state: FailoverState = FailoverState.RUNNING
     events: tuple[StepEvent, ...] = ()
+    #: when the failover was planned (wall clock, ms)
+    created_ms: int = 0
+    groups: tuple[GroupTarget, ...] = ()
+    cutoffs: tuple[Cutoff, ...] = ()
+    unreplicated: tuple[UnreplicatedRange, ...] = ()
 
     def done(self, name: StepName) -> bool:
         return any(e.step is name and e.outcome is Outcome.OK for e in self.events)
@@ -211,6 +250,12 @@ def plan_failover(
     if not situation.replicated_to_target:
         raise FailoverRefused(
             f"no flow copies application {request.app}'s topics from {active} to {request.to}"
+        )
+    if situation.busy_groups:
+        raise FailoverRefused(
+            f"consumer group(s) {', '.join(sorted(situation.busy_groups))} of application "
+            f"{request.app} have live members on {request.to}: their offsets cannot be set "
+            "while they run there; stop those consumers first"
         )
     planned = situation.active_reachable and not request.force
     steps = [

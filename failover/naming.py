@@ -187,6 +187,33 @@ def app_active_key(namespace: str, application: str) -> str:
     return f"{consul_prefix(namespace)}/apps/{application}/active"
 
 
+def app_lock_key(namespace: str, application: str) -> str:
+    """The failover executor's lock of ``application`` (held through a Consul session; its value
+    names the failover that holds it). One failover of an application runs at a time."""
+    return f"{consul_prefix(namespace)}/apps/{application}/lock"
+
+
+def app_failover_key(namespace: str, application: str) -> str:
+    """The id of ``application``'s latest failover: a new one may start only once that one's
+    record has ended."""
+    return f"{consul_prefix(namespace)}/apps/{application}/failover"
+
+
+def failovers_prefix(namespace: str) -> str:
+    """Every failover record of the namespace lives under this prefix."""
+    return f"{consul_prefix(namespace)}/failovers/"
+
+
+def failover_record_key(namespace: str, failover_id: str) -> str:
+    """The record of one failover (:mod:`failover.failover_record`)."""
+    return f"{failovers_prefix(namespace)}{failover_id}"
+
+
+def failover_request_key(namespace: str, request_id: str) -> str:
+    """Which failover a caller's request id started (the same request twice is one failover)."""
+    return f"{consul_prefix(namespace)}/failover-requests/{request_id}"
+
+
 def flow_control_key(namespace: str, source: str, target: str) -> str:
     """The flow's control document (pause, resume, throttle), written by ``drsvc flow`` and
     followed by every worker of the flow."""

@@ -306,6 +306,20 @@ class Application(FrozenModel):
         " passive at the translated positions, so that a failover starts from fresh offsets"
         " (opt-in; only groups without members there are touched).",
     )
+    lease_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="How long the application's clients may keep using its active cluster"
+        " without hearing from Consul; a failover waits this long (plus a margin) between"
+        " deactivating the old cluster and activating the new one.",
+    )
+    on_recovery: Literal["quarantine", "replay"] = Field(
+        default="quarantine",
+        description="What happens to records of a lost cluster that never crossed before an"
+        " unplanned failover, once that cluster is back: quarantine (leave them out and list"
+        " them as a divergence report) or replay (copy them across, marked by a header).",
+    )
     on_unknown_translation: UnknownTranslationPolicy = Field(
         default="refuse",
         description="What a partition whose offset cannot be translated gets: earliest (the"

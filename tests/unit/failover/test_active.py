@@ -96,3 +96,12 @@ def test_the_wait_after_none_outlasts_the_lease() -> None:
     assert lease_wait_s(15.0) < 20.0
     with pytest.raises(SwitchError, match="positive"):
         lease_wait_s(0)
+
+
+def test_the_lease_travels_with_the_document() -> None:
+    doc = switch(ActiveDocument("east"), None, "f-1", 5, lease_ms=2_000)
+    assert doc.lease_ms == 2_000
+    assert decode_active(doc.encode(), "east") == doc
+    assert switch(doc, "west", "f-1", 9).lease_ms == 2_000
+    with pytest.raises(ActiveFormatError, match="lease_ms"):
+        decode_active('{"v":1,"cluster":"east","lease_ms":0}', "east")

@@ -1,0 +1,198 @@
+"""The failover record as stored at ``drsvc/<namespace>/failovers/<id>``: a JSON document.
+
+It is the whole truth about one failover: the plan, every step's outcome with its time, the
+groups' new positions, the cut-offs and the recovery point. An executor that resumes a failover
+reads nothing else, so the encoding round-trips every field exactly; a record this build cannot
+read raises :class:`RecordFormatError` instead of being guessed at::
+
+    {"v": 1, "id": "f-20261124-...", "app": "orders", "from": "east", "to": "west",
+     "kind": "planned", "state": "completed", "request_id": null, "created_ms": ...,
+     "steps": [{"name": "deactivate", "on_failure": "end", "timeout_s": null}, ...],
+     "events": [{"step": "deactivate", "outcome": "ok", "at_ms": ..., "detail": ""}, ...],
+     "groups": [{"group": "g1", "topic": "east.orders", "partition": 0, "target_offset": 42,
+                 "exact": true, "source_topic": "orders", "source_offset": 42,
+                 "reason": "exact"}],
+     "cutoffs": [{"topic": "east.orders", "partition": 0, "offset": 42}],
+     "unreplicated": [{"topic": "orders", "partition": 0, "first_offset": 40,
+                       "last_offset": 41}]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from failover.errors import RecordFormatError
+from failover.failover_plan import (
+    Cutoff,
+    FailoverKind,
+    FailoverPlan,
+    FailoverRecord,
+    FailoverState,
+    GroupTarget,
+    OnFailure,
+    Outcome,
+    Step,
+    StepEvent,
+    StepName,
+)
+from failover.recovery_point import UnreplicatedRange
+
+__all__ = ["RECORD_FORMAT_VERSION", "decode_record", "encode_record", "record_fields"]
+
+RECORD_FORMAT_VERSION = 1
+
+T = TypeVar("T")
+
+
+def record_fields(record: FailoverRecord) -> dict[str, Any]:
+    """The record as JSON-ready fields (also what ``--json`` output builds on)."""
+    plan = record.plan
+    return {
+        "v": RECORD_FORMAT_VERSION,
+        "id": plan.failover_id,
+        "app": plan.app,
+        "from": plan.from_cluster,
+        "to": plan.to_cluster,
+        "kind": plan.kind.value,
+        "state": record.state.value,
+        "request_id": plan.request_id,
+        "created_ms": record.created_ms,
+        "steps": [
+            {"name": s.name.value, "on_failure": s.on_failure.value, "timeout_s": s.timeout_s}
+            for s in plan.steps
+        ],
+        "events": [
+            {"step": e.step.value, "outcome": e.outcome.value, "at_ms": e.at_ms, "detail": e.detail}
+            for e in record.events
+        ],
+        "groups": [
+            {
+                "group": g.group,
+                "topic": g.topic,
+                "partition": g.partition,
+                "target_offset": g.target_offset,
+                "exact": g.exact,
+                "source_topic": g.source_topic,
+                "source_offset": g.source_offset,
+                "reason": g.reason,
+            }
+            for g in record.groups
+        ],
+        "cutoffs": [
+            {"topic": c.topic, "partition": c.partition, "offset": c.offset} for c in record.cutoffs
+        ],
+        "unreplicated": [
+            {
+                "topic": u.topic,
+                "partition": u.partition,
+                "first_offset": u.first_offset,
+                "last_offset": u.last_offset,
+            }
+            for u in record.unreplicated
+        ],
+    }
+
+
+def encode_record(record: FailoverRecord) -> str:
+    return json.dumps(record_fields(record), separators=(",", ":"))
+
+
+def decode_record(raw: str) -> FailoverRecord:
+    """The record stored as ``raw``; :class:`RecordFormatError` names what is wrong."""
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise RecordFormatError(f"not valid JSON ({err.msg})") from err
+    if not isinstance(doc, dict):
+        raise RecordFormatError("expected a JSON object")
+    if doc.get("v") != RECORD_FORMAT_VERSION:
+        raise RecordFormatError(
+            f"format version {doc.get('v')!r}; this build reads {RECORD_FORMAT_VERSION}"
+        )
+    try:
+        plan = FailoverPlan(
+            failover_id=_text(doc, "id"),
+            app=_text(doc, "app"),
+            from_cluster=_text(doc, "from"),
+            to_cluster=_text(doc, "to"),
+            kind=FailoverKind(doc["kind"]),
+            steps=tuple(
+                Step(
+                    StepName(s["name"]),
+                    OnFailure(s["on_failure"]),
+                    None if s.get("timeout_s") is None else float(s["timeout_s"]),
+                )
+                for s in _items(doc, "steps")
+            ),
+            request_id=doc.get("request_id"),
+        )
+        return FailoverRecord(
+            plan=plan,
+            state=FailoverState(doc["state"]),
+            events=_each(
+                doc,
+                "events",
+                lambda e: StepEvent(
+                    StepName(e["step"]),
+                    Outcome(e["outcome"]),
+                    int(e["at_ms"]),
+                    str(e.get("detail", "")),
+                ),
+            ),
+            created_ms=int(doc.get("created_ms", 0)),
+            groups=_each(
+                doc,
+                "groups",
+                lambda g: GroupTarget(
+                    group=str(g["group"]),
+                    topic=str(g["topic"]),
+                    partition=int(g["partition"]),
+                    target_offset=int(g["target_offset"]),
+                    exact=bool(g["exact"]),
+                    source_topic=str(g.get("source_topic", "")),
+                    source_offset=int(g.get("source_offset", -1)),
+                    reason=str(g.get("reason", "")),
+                ),
+            ),
+            cutoffs=_each(
+                doc,
+                "cutoffs",
+                lambda c: Cutoff(str(c["topic"]), int(c["partition"]), int(c["offset"])),
+            ),
+            unreplicated=_each(
+                doc,
+                "unreplicated",
+                lambda u: UnreplicatedRange(
+                    str(u["topic"]),
+                    int(u["partition"]),
+                    int(u["first_offset"]),
+                    None if u.get("last_offset") is None else int(u["last_offset"]),
+                ),
+            ),
+        )
+    except RecordFormatError:
+        raise
+    except (KeyError, TypeError, ValueError) as err:
+        raise RecordFormatError(f"a field is missing or has the wrong type: {err!r}") from err
+
+
+def _text(doc: Mapping[str, Any], name: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value:
+        raise RecordFormatError(f"'{name}' must be a non-empty string")
+    return value
+
+
+def _items(doc: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
+    value = doc.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise RecordFormatError(f"'{name}' must be a list of objects")
+    return value
+
+
+def _each(
+    doc: Mapping[str, Any], name: str, build: Callable[[Mapping[str, Any]], T]
+) -> tuple[T, ...]:
+    return tuple(build(item) for item in _items(doc, name))
