@@ -14,6 +14,7 @@ from drsvc.cli import (
     checkpoints,
     demo,
     dev,
+    failover,
     flow,
     heartbeats,
     replicate,
@@ -43,6 +44,7 @@ def build_app() -> typer.Typer:
     replicate.register(app)
     demo.register(app)
     translate.register(app)
+    failover.register(app)
     status.register(app)
     heartbeats.register(app)
     checkpoints.register(app)

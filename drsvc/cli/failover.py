@@ -1,0 +1,391 @@
+"""``drsvc failover``, ``drsvc failback``, ``drsvc failovers`` and ``drsvc apps``: move an
+application between clusters and see where every application stands (see docs/failover.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from drsvc.adapters.consul_coordination import ConsulCoordinator
+from drsvc.cli.common import (
+    ConsulOption,
+    StateDirOption,
+    TopologyOption,
+    load_with_bootstraps,
+    resolve_consul,
+)
+from drsvc.errors import ConfigError
+from drsvc.runtime.failover.clusters import KafkaFailoverClusters
+from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.translation.group_translation import iso_time
+from drsvc.settings import Settings
+from failover.errors import FailoverRefused
+from failover.failover_plan import (
+    DEFAULT_CATCH_UP_TIMEOUT_S,
+    FailoverPlan,
+    FailoverRecord,
+    FailoverRequest,
+    FailoverState,
+    GroupTarget,
+)
+from failover.failover_record import record_fields
+from failover.recovery_point import rpo_records
+
+EXIT_OK = 0
+EXIT_NOT_DONE = 1
+EXIT_BAD_INPUT = 2
+
+AppOption = Annotated[str | None, typer.Option("--app", "-a", help="The application.")]
+ToOption = Annotated[str | None, typer.Option("--to", help="The cluster to move it to.")]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Print the full plan and change nothing.")
+]
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Unplanned: switch at the latest checkpoints without waiting for replication, "
+        "even if the active cluster answers.",
+    ),
+]
+RequestIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--request-id", help="Your id for this request: the same id twice is one failover."
+    ),
+]
+ResumeOption = Annotated[
+    str | None,
+    typer.Option("--resume", help="Carry on failover ID whose executor stopped (or roll it back)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+CatchUpOption = Annotated[
+    float,
+    typer.Option(
+        "--catch-up-timeout",
+        help="Planned: how long to wait for replication and checkpoints before rolling back.",
+        min=1,
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        help="Move an application to another cluster (planned, or unplanned when its "
+        "cluster is gone or --force). Exit 0 completed, 1 refused or rolled back, "
+        "2 bad input."
+    )
+    def failover(
+        topology_file: TopologyOption,
+        app_name: AppOption = None,
+        to: ToOption = None,
+        dry_run: DryRunOption = False,
+        force: ForceOption = False,
+        request_id: RequestIdOption = None,
+        resume: ResumeOption = None,
+        as_json: JsonOption = False,
+        catch_up_timeout_s: CatchUpOption = DEFAULT_CATCH_UP_TIMEOUT_S,
+        consul: ConsulOption = None,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        _move(
+            topology_file, app_name, to, dry_run, force, request_id, resume, as_json,
+            catch_up_timeout_s, consul, state_dir, failback=False,
+        )  # fmt: skip
+
+    @app.command(
+        help="Move an application back (to its preferred cluster unless --to says "
+        "otherwise): the same machine as failover, the other way round."
+    )
+    def failback(
+        topology_file: TopologyOption,
+        app_name: AppOption = None,
+        to: ToOption = None,
+        dry_run: DryRunOption = False,
+        force: ForceOption = False,
+        request_id: RequestIdOption = None,
+        resume: ResumeOption = None,
+        as_json: JsonOption = False,
+        catch_up_timeout_s: CatchUpOption = DEFAULT_CATCH_UP_TIMEOUT_S,
+        consul: ConsulOption = None,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        _move(
+            topology_file, app_name, to, dry_run, force, request_id, resume, as_json,
+            catch_up_timeout_s, consul, state_dir, failback=True,
+        )  # fmt: skip
+
+    @app.command(help="List the namespace's failovers, or show one.")
+    def failovers(
+        topology_file: TopologyOption,
+        failover_id: Annotated[str | None, typer.Argument(help="A failover id.")] = None,
+        as_json: JsonOption = False,
+        consul: ConsulOption = None,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        executor = _executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
+        if failover_id is not None:
+            _print_record(executor.record(failover_id), as_json)
+            return
+        records = executor.records()
+        if as_json:
+            typer.echo(json.dumps([_summary(r) for r in records], indent=2))
+            return
+        if not records:
+            typer.echo("no failovers")
+        for r in records:
+            s = _summary(r)
+            typer.echo(
+                f"{s['id']}  {s['app']}  {s['from']} -> {s['to']}  {s['kind']}  {s['state']}"
+                f"  {s['duration_s']}s"
+            )
+
+    @app.command(
+        help="Each application's active cluster, epoch, and what a failover right now "
+        "would lose or re-read per group."
+    )
+    def apps(
+        topology_file: TopologyOption,
+        as_json: JsonOption = False,
+        consul: ConsulOption = None,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        executor = _executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
+        rows = [_app_row(executor, name) for name in executor.application_names()]
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for row in rows:
+            typer.echo(
+                f"{row['app']}: active {row['active'] or 'none (switching)'} epoch {row['epoch']}"
+                + (f", failover {row['running']} running" if row["running"] else "")
+            )
+            for g in row["groups"]:
+                typer.echo(
+                    f"  group {g['group']} -> {g['to']}: lag {_n(g['lag'])}, would lose "
+                    f"{_n(g['would_lose'])}, would re-read {_n(g['would_reread'])}"
+                    + (f" ({g['note']})" if g.get("note") else "")
+                )
+
+
+def _executor(
+    topology_file: Path, consul: str | None, state_dir: Path | None, catch_up_timeout_s: float
+) -> FailoverExecutor:
+    topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
+    address = resolve_consul(consul, state_dir)
+    if address is None:
+        raise ConfigError("no Consul agent known: pass --consul host:port")
+    settings = Settings.from_env(state_dir=state_dir)
+    return FailoverExecutor(
+        topology,
+        ConsulCoordinator(address),
+        KafkaFailoverClusters(topology, bootstraps),
+        lock_timing=LockTiming(settings.failover_lock_ttl_s, settings.failover_lock_delay_s),
+        catch_up_timeout_s=catch_up_timeout_s,
+        on_event=lambda message: print(message, file=sys.stderr, flush=True),
+    )
+
+
+def _move(
+    topology_file: Path,
+    app_name: str | None,
+    to: str | None,
+    dry_run: bool,
+    force: bool,
+    request_id: str | None,
+    resume: str | None,
+    as_json: bool,
+    catch_up_timeout_s: float,
+    consul: str | None,
+    state_dir: Path | None,
+    *,
+    failback: bool,
+) -> None:
+    executor = _executor(topology_file, consul, state_dir, catch_up_timeout_s)
+    if resume is not None:
+        if app_name or to or dry_run or force or request_id:
+            raise ConfigError("--resume takes no --app, --to, --dry-run, --force or --request-id")
+        _finish(executor.resume(resume), as_json)
+        return
+    if not app_name:
+        raise ConfigError("--app is required (or --resume ID)")
+    app = executor.application(app_name)
+    if to is None:
+        if not failback:
+            raise ConfigError("--to is required: the cluster to move the application to")
+        to = app.preferred
+    known = executor.cluster_aliases()
+    if to not in known:
+        raise ConfigError(f"unknown cluster {to!r}: the topology has {', '.join(known)}")
+    request = FailoverRequest(app_name, to, force, request_id)
+    try:
+        if dry_run:
+            plan, targets, note = executor.preview(request)
+            _print_plan(plan, targets, note, as_json)
+            return
+        record = executor.start(request)
+    except FailoverRefused as err:
+        _refused(app_name, to, str(err), as_json)
+    _finish(record, as_json)
+
+
+def _finish(record: FailoverRecord, as_json: bool) -> None:
+    _print_record(record, as_json)
+    raise typer.Exit(EXIT_OK if record.state is FailoverState.COMPLETED else EXIT_NOT_DONE)
+
+
+def _refused(app: str, to: str, reason: str, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"app": app, "to": to, "state": "refused", "reason": reason}))
+    print(f"drsvc: refused: {reason}", file=sys.stderr)
+    raise typer.Exit(EXIT_NOT_DONE)
+
+
+def _summary(record: FailoverRecord) -> dict[str, Any]:
+    fields = record_fields(record)
+    ended = record.events[-1].at_ms if record.finished and record.events else None
+    duration = (ended or int(time.time() * 1000)) - record.created_ms
+    ranges = record.unreplicated
+    lost, exact = rpo_records(ranges)
+    return {
+        "id": fields["id"],
+        "app": fields["app"],
+        "from": fields["from"],
+        "to": fields["to"],
+        "kind": fields["kind"],
+        "state": fields["state"],
+        "request_id": fields["request_id"],
+        "groups": [_group_fields(g) for g in record.groups],
+        "cutoffs": fields["cutoffs"],
+        "unreplicated": [
+            {
+                "topic": u.topic,
+                "partition": u.partition,
+                "first_offset": u.first_offset,
+                "last_offset": u.last_offset,
+                "records": u.records,
+                "exact": u.exact,
+            }
+            for u in ranges
+        ],
+        "rpo_records": lost,
+        "rpo_exact": exact,
+        "events": [
+            {
+                "step": e["step"],
+                "outcome": e["outcome"],
+                "at": _iso(e["at_ms"]),
+                "at_ms": e["at_ms"],
+                "detail": e["detail"],
+            }
+            for e in fields["events"]
+        ],
+        "duration_s": round(max(0, duration) / 1000, 3),
+    }
+
+
+def _group_fields(g: GroupTarget) -> dict[str, Any]:
+    return {
+        "group": g.group,
+        "topic": g.topic,
+        "partition": g.partition,
+        "target_offset": g.target_offset,
+        "exact": g.exact,
+        "source_topic": g.source_topic,
+        "source_offset": g.source_offset,
+        "reason": g.reason,
+    }
+
+
+def _print_record(record: FailoverRecord, as_json: bool) -> None:
+    s = _summary(record)
+    if as_json:
+        typer.echo(json.dumps(s, indent=2))
+        return
+    typer.echo(
+        f"failover {s['id']}: {s['app']} {s['from']} -> {s['to']} ({s['kind']}): {s['state']}"
+        f" after {s['duration_s']}s"
+    )
+    for e in s["events"]:
+        detail = f": {e['detail']}" if e["detail"] else ""
+        typer.echo(f"  {e['at']}  {e['step']:<15} {e['outcome']}{detail}")
+    for g in s["groups"]:
+        verdict = "exact" if g["exact"] else g["reason"]
+        typer.echo(
+            f"  group {g['group']} {g['topic']}-{g['partition']} -> {g['target_offset']}"
+            f" ({verdict})"
+        )
+    for u in s["unreplicated"]:
+        last = u["last_offset"] if u["last_offset"] is not None else "? (end never seen)"
+        typer.echo(
+            f"  not replicated: {u['topic']}-{u['partition']} offsets {u['first_offset']}..{last}"
+        )
+    if s["unreplicated"] or record.plan.kind.value == "unplanned":
+        bound = "" if s["rpo_exact"] else " (at least)"
+        typer.echo(f"  recovery point: {s['rpo_records']} record(s) not replicated{bound}")
+
+
+def _print_plan(plan: FailoverPlan, targets: list[GroupTarget], note: str, as_json: bool) -> None:
+    doc = {
+        "dry_run": True,
+        "app": plan.app,
+        "from": plan.from_cluster,
+        "to": plan.to_cluster,
+        "kind": plan.kind.value,
+        "state": "planned",
+        "steps": [
+            {"name": s.name.value, "on_failure": s.on_failure.value, "timeout_s": s.timeout_s}
+            for s in plan.steps
+        ],
+        "groups": [_group_fields(g) for g in targets],
+        "note": note,
+    }
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    typer.echo(
+        f"dry run: {plan.kind.value} failover of {plan.app} from {plan.from_cluster} to "
+        f"{plan.to_cluster}; nothing was changed"
+    )
+    for i, step in enumerate(plan.steps, 1):
+        bound = f" (at most {step.timeout_s:.0f}s)" if step.timeout_s else ""
+        typer.echo(f"  {i}. {step.name.value}{bound}; on failure: {step.on_failure.value}")
+    if targets:
+        typer.echo("group positions on the new cluster if it ran now:")
+    for g in targets:
+        verdict = "exact" if g.exact else g.reason
+        typer.echo(f"  group {g.group} {g.topic}-{g.partition} -> {g.target_offset} ({verdict})")
+    if note:
+        typer.echo(f"note: {note}")
+
+
+def _app_row(executor: FailoverExecutor, name: str) -> dict[str, Any]:
+    app = executor.application(name)
+    active = executor.active(app)
+    groups: list[dict[str, Any]] = []
+    if active.cluster is not None:
+        for other in executor.failover_targets(app, active.cluster):
+            for group in app.groups:
+                groups.append(executor.exposure(group, active.cluster, other))
+    return {
+        "app": app.name,
+        "active": active.cluster,
+        "epoch": active.epoch,
+        "failover_id": active.failover_id,
+        "preferred": app.preferred,
+        "running": executor.running(app),
+        "groups": groups,
+    }
+
+
+def _n(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _iso(epoch_ms: int) -> str:
+    return iso_time(epoch_ms)

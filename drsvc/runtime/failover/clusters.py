@@ -1,0 +1,154 @@
+"""What the failover executor reads and changes on the Kafka clusters, as one interface.
+
+:class:`FailoverClusters` is the whole of the executor's Kafka I/O, so the executor's logic is
+unit-tested on a fake and runs against real clusters through :class:`KafkaFailoverClusters`.
+Every read goes through code that already exists: translation (``drsvc translate``), the
+checkpoint topic reader and the admin helpers; nothing is translated twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Protocol
+
+from drsvc.adapters.kafka_admin import (
+    PartitionError,
+    admin_client,
+    alter_group_offsets,
+    describe_group,
+    describe_topics,
+    list_offsets,
+)
+from drsvc.errors import ConfigError
+from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
+from drsvc.runtime.translation.cluster_view import KafkaClusterView
+from drsvc.runtime.translation.group_translation import GroupTranslation, translate_group
+from drsvc.topology.models import Topology
+from failover.checkpoints import Checkpoint, CheckpointKey
+
+__all__ = ["FailoverClusters", "KafkaFailoverClusters", "Partition"]
+
+Partition = tuple[str, int]
+
+
+class FailoverClusters(Protocol):
+    """The Kafka side of a failover. Unreachable clusters raise
+    :class:`drsvc.errors.KafkaUnavailableError`."""
+
+    def reachable(self, alias: str) -> bool:
+        """Does the cluster answer a metadata request within the probe timeout?"""
+        ...
+
+    def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
+        """The group's committed offsets on ``from_alias`` translated to ``to_alias`` (None:
+        the group has never committed there)."""
+        ...
+
+    def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
+        """The newest checkpoint per key that the flow ``from_alias -> to_alias`` wrote on
+        ``to_alias`` (readable while ``from_alias`` is gone)."""
+        ...
+
+    def replicated(
+        self, from_alias: str, to_alias: str, topics: Collection[str]
+    ) -> dict[Partition, int]:
+        """Per source partition of ``topics``, the next source offset whose copy is on
+        ``to_alias`` (from the flow's offset syncs there)."""
+        ...
+
+    def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:
+        """The end (last stable offset) of every partition of those ``topics`` that exist."""
+        ...
+
+    def earliest(self, alias: str, partitions: Collection[Partition]) -> dict[Partition, int]: ...
+
+    def live_members(self, alias: str, group: str) -> int:
+        """How many members the group has on the cluster right now (0: none, or no group)."""
+        ...
+
+    def set_offsets(
+        self, alias: str, group: str, offsets: Mapping[Partition, int]
+    ) -> dict[Partition, PartitionError | None]:
+        """Commit ``offsets`` for ``group`` as an outsider; per partition None or the broker's
+        refusal (a group with live members is refused)."""
+        ...
+
+
+class KafkaFailoverClusters:
+    """:class:`FailoverClusters` over the topology's real clusters."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        bootstraps: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float = 30.0,
+        probe_timeout_s: float = 5.0,
+    ) -> None:
+        self._topology = topology
+        self._bootstraps = dict(bootstraps or {})
+        self._timeout_s = timeout_s
+        self._probe_timeout_s = probe_timeout_s
+        self._views: dict[str, KafkaClusterView] = {}
+
+    def client_config(self, alias: str) -> dict[str, str]:
+        return self._topology.cluster(alias).client_config(self._bootstraps.get(alias))
+
+    def _view(self, alias: str) -> KafkaClusterView:
+        if alias not in self._views:
+            self._views[alias] = KafkaClusterView(alias, self.client_config(alias), self._timeout_s)
+        return self._views[alias]
+
+    def reachable(self, alias: str) -> bool:
+        config = self.client_config(alias)
+        admin = admin_client(config["bootstrap.servers"], config)
+        try:
+            metadata = admin.list_topics(timeout=self._probe_timeout_s)
+        except Exception:
+            return False
+        return bool(metadata.brokers)
+
+    def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
+        views = {alias: self._view(alias) for alias in (from_alias, to_alias)}
+        if not views[from_alias].committed(group):
+            return None
+        return translate_group(self._topology, group, from_alias, to_alias, views)
+
+    def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
+        topic = self._topology.internal_names().checkpoints_topic(from_alias)
+        read = read_checkpoints(
+            self.client_config(to_alias), topic, cluster=to_alias, timeout_s=self._timeout_s
+        )
+        return dict(read.checkpoints)
+
+    def replicated(
+        self, from_alias: str, to_alias: str, topics: Collection[str]
+    ) -> dict[Partition, int]:
+        sync_topic = self._topology.internal_names().offset_syncs_topic(from_alias)
+        read = self._view(to_alias).read_syncs(sync_topic, topics)
+        found: dict[Partition, int] = {}
+        wanted = set(topics)
+        for tp in read.index.partitions() if read.exists else ():
+            end = read.index.replicated_end(tp)
+            if tp.topic in wanted and end is not None:
+                found[(tp.topic, tp.partition)] = end
+        return found
+
+    def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:
+        admin = self._view(alias).admin
+        described = describe_topics(admin, sorted(set(topics)), self._timeout_s)
+        partitions = [(name, p) for name, info in described.items() for p in range(info.partitions)]
+        return list_offsets(admin, partitions, "latest", self._timeout_s)
+
+    def earliest(self, alias: str, partitions: Collection[Partition]) -> dict[Partition, int]:
+        return list_offsets(self._view(alias).admin, partitions, "earliest", self._timeout_s)
+
+    def live_members(self, alias: str, group: str) -> int:
+        return describe_group(self._view(alias).admin, group, self._timeout_s).members
+
+    def set_offsets(
+        self, alias: str, group: str, offsets: Mapping[Partition, int]
+    ) -> dict[Partition, PartitionError | None]:
+        if any(offset < 0 for offset in offsets.values()):
+            raise ConfigError(f"negative offset for group '{group}' on '{alias}': {offsets}")
+        return alter_group_offsets(self._view(alias).admin, group, offsets, self._timeout_s)

@@ -1,0 +1,777 @@
+"""The failover executor: carries out the pure plan of :mod:`failover.failover_plan`.
+
+One failover of an application runs at a time, under the application's lock (a Consul session,
+:mod:`drsvc.adapters.coordination`). Every step's outcome is written to the failover's record
+(``failovers/<id>``) in the same Consul transaction as the step's own change of the active
+cluster, and that transaction checks that the lock is still held: an executor that lost its lock
+(paused, cut off) cannot write anything, and a record never disagrees with the active key. An
+executor killed at any point is resumed by another (:meth:`FailoverExecutor.resume`), which reads
+the record and asks the plan for the next step; steps are idempotent:
+
+- ``deactivate`` / ``activate`` / ``reactivate`` recognise their own earlier write of the
+  active key (it names the failover);
+- ``wait-lease`` waits until the time written with none plus the lease, whoever waits;
+- ``set-offsets`` stores the positions in the record before it commits any of them, and a
+  resumed attempt commits those same positions: no group is ever moved backwards by a retry,
+  and an unplanned failover does not pick newer checkpoints half-way through.
+
+Keys (see :mod:`failover.naming`): ``apps/<app>/active`` (the document clients follow),
+``apps/<app>/lock`` (the executor's lock; its value names the failover), ``apps/<app>/failover``
+(the application's latest failover), ``failovers/<id>`` (records) and
+``failover-requests/<request id>`` (idempotency).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from drsvc.adapters.coordination import (
+    DEFAULT_LOCK_DELAY_S,
+    DEFAULT_SESSION_TTL_S,
+    Coordinator,
+    Lock,
+    Put,
+    WriteOp,
+)
+from drsvc.errors import (
+    ConfigError,
+    ConflictError,
+    DrsvcError,
+    FailoverError,
+    KafkaUnavailableError,
+)
+from drsvc.runtime.failover.clusters import FailoverClusters, Partition
+from drsvc.runtime.replication.control import FlowControl
+from drsvc.topology.models import Application, Topology
+from failover import naming
+from failover.active import ActiveDocument, decode_active, lease_wait_s, switch
+from failover.errors import FailoverRefused, FormatError, SwitchError
+from failover.failover_plan import (
+    DEFAULT_CATCH_UP_TIMEOUT_S,
+    Cutoff,
+    FailoverKind,
+    FailoverPlan,
+    FailoverRecord,
+    FailoverRequest,
+    GroupTarget,
+    Outcome,
+    Situation,
+    Step,
+    StepName,
+    next_step,
+    plan_failover,
+    record_outcome,
+)
+from failover.failover_record import decode_record, encode_record
+from failover.recovery_point import PartitionReplication, UnreplicatedRange, unreplicated
+from failover.unknown_translation import UnknownTranslation, resolve_group
+
+__all__ = ["FAILPOINT_ENV", "Clock", "FailoverExecutor", "LockTiming", "SystemClock"]
+
+log = logging.getLogger(__name__)
+
+#: Testing aid: ``after-<step>`` kills the executor (SIGKILL) right after it recorded the step's
+#: outcome, ``during-<step>`` after the step's effects but before the outcome is recorded.
+FAILPOINT_ENV = "DRSVC_FAILPOINT"
+
+#: how often a wait re-checks
+_POLL_S = 1.0
+#: attempts of a step whose failure means "retry" before the executor stops and says resume
+_RETRIES = 5
+
+
+class Clock(Protocol):
+    """Wall time (what records and the lease share across machines), monotonic time (what
+    deadlines use) and sleeping."""
+
+    def time_ms(self) -> int: ...
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def time_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class LockTiming:
+    """The session TTL and lock delay of the application lock (see coordination's docs)."""
+
+    ttl_s: float = DEFAULT_SESSION_TTL_S
+    lock_delay_s: float = DEFAULT_LOCK_DELAY_S
+
+    @property
+    def takeover_s(self) -> float:
+        """The longest a resume waits for a dead executor's lock."""
+        return 2 * self.ttl_s + self.lock_delay_s + 2.0
+
+
+@dataclass(frozen=True)
+class _StepResult:
+    outcome: Outcome
+    detail: str = ""
+    #: writes that belong to the step (the active key), in the same transaction as its outcome
+    ops: tuple[WriteOp, ...] = ()
+    #: record fields the step found (groups, cutoffs, unreplicated)
+    found: dict[str, object] = field(default_factory=dict)
+
+
+def new_failover_id(now_ms: int) -> str:
+    """Sortable by time, unique: ``f-20261124T213015Z-1a2b3c4d``."""
+    stamp = datetime.fromtimestamp(now_ms / 1000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"f-{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+class FailoverExecutor:
+    """Plans, runs and resumes failovers of the topology's applications."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        coordinator: Coordinator,
+        clusters: FailoverClusters,
+        *,
+        clock: Clock | None = None,
+        lock_timing: LockTiming | None = None,
+        catch_up_timeout_s: float = DEFAULT_CATCH_UP_TIMEOUT_S,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        self._topology = topology
+        self._store = coordinator
+        self._clusters = clusters
+        self._clock: Clock = clock or SystemClock()
+        self._timing = lock_timing or LockTiming()
+        self._catch_up_timeout_s = catch_up_timeout_s
+        self._on_event = on_event or (lambda _message: None)
+        self._ns = topology.namespace
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def application(self, name: str) -> Application:
+        try:
+            return self._topology.application(name)
+        except ConfigError:
+            raise
+        except (KeyError, ValueError) as err:
+            raise ConfigError(str(err)) from err
+
+    def cluster_aliases(self) -> list[str]:
+        return sorted(self._topology.aliases)
+
+    def application_names(self) -> list[str]:
+        return [a.name for a in self._topology.applications]
+
+    def failover_targets(self, app: Application, active: str) -> list[str]:
+        """The clusters a flow joins to ``active`` (where the application could move)."""
+        found = {f.target for f in self._topology.flows if f.source == active}
+        found |= {f.source for f in self._topology.flows if f.target == active}
+        return sorted(found - {active})
+
+    def exposure(self, group: str, from_alias: str, to_alias: str) -> dict[str, object]:
+        """What moving ``group`` from ``from_alias`` to ``to_alias`` right now would cost it."""
+        row: dict[str, object] = {"group": group, "from": from_alias, "to": to_alias}
+        try:
+            translation = self._clusters.translate(group, from_alias, to_alias)
+        except DrsvcError as err:
+            return {**row, "lag": None, "would_lose": None, "would_reread": None, "note": str(err)}
+        if translation is None:
+            return {**row, "lag": 0, "would_lose": 0, "would_reread": 0, "note": "no commits"}
+        parts = translation.partitions
+
+        def total(values: list[int | None]) -> int | None:
+            return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+        return {
+            **row,
+            "lag": total([p.source_lag for p in parts]),
+            "would_lose": total([p.would_lose for p in parts]),
+            "would_reread": total([p.would_reread for p in parts]),
+            "exact": translation.exact,
+            "note": "",
+        }
+
+    def preview(self, request: FailoverRequest) -> tuple[FailoverPlan, list[GroupTarget], str]:
+        """The plan, and where the groups would start if it ran now (a dry run: only reads)."""
+        plan = self.plan(request)
+        app = self.application(request.app)
+        try:
+            return plan, sorted(self._targets(app, plan)), ""
+        except FailoverRefused as err:
+            return plan, [], f"set-offsets would fail now: {err}"
+        except KafkaUnavailableError as err:
+            return plan, [], f"group positions unknown: {err}"
+
+    def active(self, app: Application) -> ActiveDocument:
+        """The application's active-cluster document now."""
+        entry = self._store.get(naming.app_active_key(self._ns, app.name))
+        try:
+            return decode_active(None if entry is None else entry.value, app.preferred)
+        except FormatError as err:
+            raise FailoverError(
+                f"the active-cluster key of application {app.name} is unreadable: {err}"
+            ) from err
+
+    def record(self, failover_id: str) -> FailoverRecord:
+        entry = self._store.get(naming.failover_record_key(self._ns, failover_id))
+        if entry is None:
+            raise ConfigError(f"no failover {failover_id!r} in namespace {self._ns}")
+        try:
+            return decode_record(entry.value)
+        except FormatError as err:
+            raise FailoverError(
+                f"the record of failover {failover_id} is unreadable: {err}"
+            ) from err
+
+    def records(self) -> list[FailoverRecord]:
+        """Every failover of the namespace, oldest first."""
+        found = []
+        for entry in self._store.list(naming.failovers_prefix(self._ns)):
+            try:
+                found.append(decode_record(entry.value))
+            except FormatError as err:
+                log.warning("skipping unreadable failover record %s: %s", entry.key, err)
+        return sorted(found, key=lambda r: (r.created_ms, r.plan.failover_id))
+
+    def running(self, app: Application, me: str | None = None) -> str | None:
+        """The id of the application's failover that has not ended (None: none), other than
+        ``me`` (the caller's own, whose lock it holds)."""
+        lock = self._store.get(naming.app_lock_key(self._ns, app.name))
+        if lock is not None and lock.session is not None:
+            holder = _holder_id(lock.value) or "(unknown)"
+            if holder != me and not self._ended(holder):
+                return holder
+        latest = self._store.get(naming.app_failover_key(self._ns, app.name))
+        if latest is None or not latest.value:
+            return None
+        try:
+            return None if self.record(latest.value).finished else latest.value
+        except ConfigError:
+            return None
+
+    def _ended(self, failover_id: str) -> bool:
+        """Whether the failover's record says it ended (its executor may still hold the lock
+        for a moment, or have died holding it after the end)."""
+        try:
+            return self.record(failover_id).finished
+        except (ConfigError, FailoverError):
+            return False
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def plan(self, request: FailoverRequest) -> FailoverPlan:
+        """The plan ``request`` would run now; changes nothing. Raises
+        :class:`FailoverRefused` (a :class:`ValueError`) saying why it must not start."""
+        app = self.application(request.app)
+        return plan_failover(
+            request, self._situation(app, request), "dry-run", self._catch_up_timeout_s
+        )
+
+    def _situation(
+        self, app: Application, request: FailoverRequest, me: str | None = None
+    ) -> Situation:
+        active = self.active(app)
+        clusters = frozenset(self._topology.aliases)
+        situation = Situation(
+            clusters=clusters,
+            active=active,
+            active_reachable=False,
+            running=self.running(app, me),
+        )
+        if request.to not in clusters or active.cluster is None or active.cluster == request.to:
+            return situation  # the plan refuses these; probing would only take time
+        joined = any(
+            {f.source, f.target} == {active.cluster, request.to} for f in self._topology.flows
+        )
+        busy = tuple(g for g in app.groups if self._clusters.live_members(request.to, g) > 0)
+        return replace(
+            situation,
+            active_reachable=self._clusters.reachable(active.cluster),
+            replicated_to_target=joined,
+            busy_groups=busy,
+        )
+
+    # -- running ------------------------------------------------------------------------------
+
+    def start(self, request: FailoverRequest) -> FailoverRecord:
+        """Plan and run ``request`` to its end. The same request id twice is one failover: the
+        second call returns the first one's record (resumed if its executor is gone)."""
+        app = self.application(request.app)
+        if request.request_id:
+            earlier = self._store.get(naming.failover_request_key(self._ns, request.request_id))
+            if earlier is not None:
+                self._event(f"request {request.request_id} is failover {earlier.value}")
+                record = self.record(earlier.value)
+                return record if record.finished else self.resume(earlier.value)
+        now = self._clock.time_ms()
+        failover_id = new_failover_id(now)
+        lock = self._lock(app, failover_id, wait=False)
+        try:
+            situation = self._situation(app, request, me=failover_id)
+            plan = plan_failover(request, situation, failover_id, self._catch_up_timeout_s)
+            record = FailoverRecord(plan, created_ms=now)
+            ops: list[WriteOp] = [
+                Put(naming.failover_record_key(self._ns, failover_id), encode_record(record), 0),
+                Put(naming.app_failover_key(self._ns, app.name), failover_id),
+            ]
+            if request.request_id:
+                key = naming.failover_request_key(self._ns, request.request_id)
+                ops.append(Put(key, failover_id, 0))
+            self._store.write(ops, lock=lock)
+            self._event(
+                f"failover {failover_id}: {plan.kind.value} failover of {app.name} from "
+                f"{plan.from_cluster} to {plan.to_cluster}"
+            )
+            return self._run(app, record, lock)
+        finally:
+            lock.release()
+
+    def resume(self, failover_id: str, wait_s: float | None = None) -> FailoverRecord:
+        """Carry a failover whose executor stopped on to its end (or roll it back). Waits up to
+        ``wait_s`` (default: the longest takeover) for a dead executor's lock."""
+        record = self.record(failover_id)
+        if record.finished:
+            return record
+        app = self.application(record.plan.app)
+        lock = self._lock(app, failover_id, wait=True, wait_s=wait_s)
+        try:
+            record = self.record(failover_id)  # it may have moved on before we got the lock
+            self._event(f"failover {failover_id}: resumed at {_next_name(record)}")
+            return self._run(app, record, lock)
+        finally:
+            lock.release()
+
+    def _lock(
+        self, app: Application, failover_id: str, *, wait: bool, wait_s: float | None = None
+    ) -> Lock:
+        key = naming.app_lock_key(self._ns, app.name)
+        holder = json.dumps(
+            {"failover_id": failover_id, "host": socket.gethostname(), "pid": os.getpid()}
+        )
+        deadline = self._clock.monotonic() + (self._timing.takeover_s if wait_s is None else wait_s)
+        while True:
+            lock = self._store.try_lock(
+                key, holder, ttl_s=self._timing.ttl_s, lock_delay_s=self._timing.lock_delay_s
+            )
+            if lock is not None:
+                return lock
+            current = self._store.get(key)
+            held = current is not None and current.session is not None
+            running = _holder_id(current.value) if held and current is not None else None
+            if running is not None and running != failover_id and not self._ended(running):
+                if not wait or self._clock.monotonic() >= deadline:
+                    raise FailoverRefused(
+                        f"failover {running} of application {app.name} is running: wait for "
+                        f"it to end, or resume it with --resume {running} if its executor died"
+                    )
+            elif self._clock.monotonic() >= deadline:
+                # A finished failover's executor that died before releasing, or a lock still
+                # in its lock delay: both pass within the takeover time, which has gone by.
+                raise FailoverError(
+                    f"the lock of application {app.name} ({key}) is still held or was just "
+                    f"released (lock delay {self._timing.lock_delay_s:.0f}s); try again"
+                )
+            self._clock.sleep(_POLL_S)
+
+    def _run(self, app: Application, record: FailoverRecord, lock: Lock) -> FailoverRecord:
+        retries = 0
+        while (step := next_step(record)) is not None:
+            lock.ensure_held()
+            started = self._clock.monotonic()
+            try:
+                result = self._execute(app, record, step, lock)
+            except (DrsvcError, SwitchError) as err:
+                if (
+                    isinstance(err, DrsvcError)
+                    and not err.retryable
+                    and not isinstance(err, ConflictError)
+                ):
+                    raise
+                result = _StepResult(Outcome.FAILED, str(err))
+            _failpoint(f"during-{step.name.value}")
+            try:
+                record = self._record(record, step, result, lock)
+            except ConflictError as err:
+                # The active key changed under the step: record the failure instead.
+                record = self._record(record, step, _StepResult(Outcome.FAILED, str(err)), lock)
+            took = self._clock.monotonic() - started
+            self._event(
+                f"failover {record.plan.failover_id}: {step.name.value} {result.outcome.value}"
+                f" after {took:.1f}s" + (f": {result.detail}" if result.detail else "")
+            )
+            _failpoint(f"after-{step.name.value}")
+            if result.outcome is Outcome.FAILED and next_step(record) == step:
+                retries += 1
+                if retries >= _RETRIES:
+                    raise FailoverError(
+                        f"failover {record.plan.failover_id}: {step.name.value} failed "
+                        f"{retries} times ({result.detail}); it stays running: resume it with "
+                        f"--resume {record.plan.failover_id}"
+                    )
+                self._clock.sleep(_POLL_S * retries)
+            else:
+                retries = 0
+        self._event(f"failover {record.plan.failover_id}: {record.state.value}")
+        return record
+
+    def _record(
+        self, record: FailoverRecord, step: Step, result: _StepResult, lock: Lock
+    ) -> FailoverRecord:
+        updated = record_outcome(
+            record, step.name, result.outcome, self._clock.time_ms(), result.detail
+        )
+        if result.found:
+            updated = replace(updated, **result.found)  # type: ignore[arg-type]
+        key = naming.failover_record_key(self._ns, record.plan.failover_id)
+        ops = [*result.ops, Put(key, encode_record(updated))]
+        self._store.write(ops if result.outcome is Outcome.OK else ops[-1:], lock=lock)
+        return updated
+
+    def _save(self, record: FailoverRecord, lock: Lock) -> None:
+        key = naming.failover_record_key(self._ns, record.plan.failover_id)
+        self._store.write([Put(key, encode_record(record))], lock=lock)
+
+    # -- the steps ----------------------------------------------------------------------------
+
+    def _execute(
+        self, app: Application, record: FailoverRecord, step: Step, lock: Lock
+    ) -> _StepResult:
+        match step.name:
+            case StepName.DEACTIVATE:
+                return self._switch(app, record, None)
+            case StepName.WAIT_LEASE:
+                return self._wait_lease(app, record, lock)
+            case StepName.WAIT_CAUGHT_UP:
+                return self._wait_caught_up(app, record, step, lock)
+            case StepName.SET_OFFSETS:
+                return self._set_offsets(app, record, lock)
+            case StepName.ACTIVATE:
+                return self._activate(app, record)
+            case StepName.REACTIVATE:
+                return self._switch(app, record, record.plan.from_cluster)
+
+    def _switch(self, app: Application, record: FailoverRecord, to: str | None) -> _StepResult:
+        """Write ``to`` (None: none) as the active cluster, unless this failover already did."""
+        plan = record.plan
+        key = naming.app_active_key(self._ns, app.name)
+        entry = self._store.get(key)
+        current = decode_active(None if entry is None else entry.value, app.preferred)
+        if current.failover_id == plan.failover_id and current.cluster == to:
+            return _StepResult(Outcome.OK, "already written by this failover")
+        if to is None and current.cluster != plan.from_cluster:
+            return _StepResult(
+                Outcome.FAILED,
+                f"application {app.name} is active on {current.cluster or 'none'} now, not "
+                f"{plan.from_cluster} as planned",
+            )
+        if to is not None and current.cluster is not None:
+            if current.cluster == to:
+                return _StepResult(Outcome.OK, f"{to} is active already (epoch {current.epoch})")
+            return _StepResult(
+                Outcome.FAILED,
+                f"application {app.name} was switched to {current.cluster} by failover "
+                f"{current.failover_id} meanwhile",
+            )
+        lease_ms = max(current.lease_ms, int(app.lease_s * 1000))
+        new = switch(current, to, plan.failover_id, self._clock.time_ms(), lease_ms)
+        put = Put(key, new.encode(), 0 if entry is None else entry.index)
+        return _StepResult(Outcome.OK, f"active: {to or 'none'} (epoch {new.epoch})", (put,))
+
+    def _wait_lease(self, app: Application, record: FailoverRecord, lock: Lock) -> _StepResult:
+        current = self.active(app)
+        if current.cluster is not None or current.failover_id != record.plan.failover_id:
+            return _StepResult(
+                Outcome.FAILED,
+                f"the active key changed meanwhile: {current.cluster or 'none'} by "
+                f"{current.failover_id}",
+            )
+        until_ms = current.at_ms + int(lease_wait_s(current.lease_ms / 1000) * 1000)
+        while (left := until_ms - self._clock.time_ms()) > 0:
+            lock.ensure_held()
+            self._clock.sleep(min(_POLL_S, left / 1000))
+        return _StepResult(Outcome.OK, f"lease of {current.lease_ms / 1000:g}s waited out")
+
+    def _wait_caught_up(
+        self, app: Application, record: FailoverRecord, step: Step, lock: Lock
+    ) -> _StepResult:
+        plan = record.plan
+        timeout_s = step.timeout_s or self._catch_up_timeout_s
+        deadline = self._clock.monotonic() + timeout_s
+        while True:
+            lock.ensure_held()
+            try:
+                lags = self._lags(app, plan)
+            except KafkaUnavailableError as err:  # a cluster hiccup: ask again until the deadline
+                lags = [str(err)]
+            if not lags:
+                return _StepResult(Outcome.OK, "every group translates exactly, nothing lags")
+            if self._clock.monotonic() >= deadline:
+                shown = "; ".join(lags[:10]) + (
+                    f"; {len(lags) - 10} more" if len(lags) > 10 else ""
+                )
+                return _StepResult(
+                    Outcome.FAILED, f"not caught up within {timeout_s:.0f}s: {shown}"
+                )
+            self._clock.sleep(_POLL_S)
+
+    def _lags(self, app: Application, plan: FailoverPlan) -> list[str]:
+        lags = []
+        for group in app.groups:
+            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+            if translation is None:
+                continue
+            for p in translation.partitions:
+                if not p.exact or (p.not_replicated or 0) > 0:
+                    behind = p.not_replicated or p.pending
+                    lags.append(
+                        f"group {group} {p.source_topic}-{p.partition}: {p.reason}"
+                        + (f", {behind} behind" if behind else "")
+                    )
+            lags.extend(
+                f"group {group} {u.topic}: not translated ({u.reason})"
+                for u in translation.unrouted
+            )
+        return lags
+
+    def _set_offsets(self, app: Application, record: FailoverRecord, lock: Lock) -> _StepResult:
+        plan = record.plan
+        if not record.groups:
+            try:
+                targets = self._targets(app, plan)
+            except FailoverRefused as err:
+                return _StepResult(Outcome.FAILED, str(err))
+            # Stored before any commit: a resumed attempt commits these same positions.
+            record = replace(record, groups=tuple(sorted(targets)))
+            self._save(record, lock)
+        by_group: dict[str, dict[Partition, int]] = {}
+        for t in record.groups:
+            by_group.setdefault(t.group, {})[(t.topic, t.partition)] = t.target_offset
+        problems = []
+        for group, offsets in sorted(by_group.items()):
+            lock.ensure_held()
+            answers = self._clusters.set_offsets(plan.to_cluster, group, offsets)
+            refused = {tp: err for tp, err in answers.items() if err is not None}
+            if any(err.group_has_members for err in refused.values()):
+                problems.append(f"group {group} has live members on {plan.to_cluster}")
+            elif refused:
+                first = next(iter(sorted(refused.items())))
+                problems.append(
+                    f"group {group}: {len(refused)} partition(s) refused, e.g. "
+                    f"{first[0][0]}-{first[0][1]}: {first[1].name}"
+                )
+        if problems:
+            return _StepResult(Outcome.FAILED, "; ".join(problems), found={"groups": record.groups})
+        inexact = sum(not t.exact for t in record.groups)
+        detail = f"{len(record.groups)} partition(s) of {len(by_group)} group(s) set"
+        if inexact:
+            detail += f", {inexact} not exact"
+        return _StepResult(Outcome.OK, detail, found={"groups": record.groups})
+
+    def _targets(self, app: Application, plan: FailoverPlan) -> list[GroupTarget]:
+        if plan.kind is FailoverKind.PLANNED:
+            return self._translated_targets(app, plan)
+        return self._checkpointed_targets(app, plan)
+
+    def _translated_targets(self, app: Application, plan: FailoverPlan) -> list[GroupTarget]:
+        targets = []
+        for group in app.groups:
+            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+            if translation is None:
+                continue
+            unknown = []
+            for p in translation.partitions:
+                if p.target_offset is None:
+                    unknown.append(UnknownTranslation(p.topic, p.partition, p.reason))
+                    continue
+                targets.append(
+                    GroupTarget(
+                        group,
+                        p.topic,
+                        p.partition,
+                        p.target_offset,
+                        p.exact,
+                        p.source_topic,
+                        p.source_offset,
+                        p.reason,
+                    )
+                )
+            targets.extend(self._resolve(app, group, plan, unknown))
+        return targets
+
+    def _checkpointed_targets(self, app: Application, plan: FailoverPlan) -> list[GroupTarget]:
+        """Unplanned: the newest checkpoints the flow wrote on the new cluster."""
+        targets = []
+        checkpoints = self._clusters.checkpoints(plan.from_cluster, plan.to_cluster)
+        groups = set(app.groups)
+        unknown: dict[str, list[UnknownTranslation]] = {}
+        for key, checkpoint in sorted(checkpoints.items()):
+            if key.group not in groups:
+                continue
+            if checkpoint.target_offset is None:
+                unknown.setdefault(key.group, []).append(
+                    UnknownTranslation(key.topic, key.partition, checkpoint.reason)
+                )
+                continue
+            targets.append(
+                GroupTarget(
+                    key.group,
+                    key.topic,
+                    key.partition,
+                    checkpoint.target_offset,
+                    checkpoint.exact,
+                    checkpoint.source_topic,
+                    checkpoint.source_offset,
+                    checkpoint.reason,
+                )
+            )
+        for group, missing in sorted(unknown.items()):
+            targets.extend(self._resolve(app, group, plan, missing))
+        return targets
+
+    def _resolve(
+        self,
+        app: Application,
+        group: str,
+        plan: FailoverPlan,
+        unknown: Sequence[UnknownTranslation],
+    ) -> list[GroupTarget]:
+        """Start positions of untranslatable partitions by the application's policy; raises
+        :class:`FailoverRefused` when the policy refuses."""
+        if not unknown:
+            return []
+        earliest: dict[Partition, int] = {}
+        if app.on_unknown_translation == "earliest":
+            earliest = self._clusters.earliest(
+                plan.to_cluster, [(u.topic, u.partition) for u in unknown]
+            )
+        resolution = resolve_group(app.on_unknown_translation, group, unknown, earliest)
+        if resolution.refused:
+            raise FailoverRefused("; ".join(r.message for r in resolution.refusals))
+        return [
+            GroupTarget(group, s.topic, s.partition, s.offset, False, "", -1, "earliest")
+            for s in resolution.start_at
+        ]
+
+    def _activate(self, app: Application, record: FailoverRecord) -> _StepResult:
+        plan = record.plan
+        result = self._switch(app, record, plan.to_cluster)
+        if result.outcome is not Outcome.OK or not result.ops:
+            return result
+        found: dict[str, object] = {"cutoffs": self._cutoffs(app, plan)}
+        ops = list(result.ops)
+        detail = result.detail
+        if plan.kind is FailoverKind.UNPLANNED:
+            found["unreplicated"] = tuple(self._unreplicated(app, plan))
+            paused = self._pause_forward_flow(app, plan)
+            if paused is not None:
+                ops.append(paused)
+                detail += (
+                    f"; flow {plan.from_cluster}->{plan.to_cluster} paused for "
+                    f"{', '.join(sorted(app.topics))} until {plan.from_cluster}'s records that "
+                    "did not cross are dealt with"
+                )
+        return replace(result, ops=tuple(ops), detail=detail, found=found)
+
+    def _pause_forward_flow(self, app: Application, plan: FailoverPlan) -> Put | None:
+        """After an unplanned switch the old cluster's records that did not cross must not be
+        copied behind the new history's back when it returns: the flow old -> new is paused for
+        the application's topics (in the same transaction as the switch)."""
+        if not any(
+            f.source == plan.from_cluster and f.target == plan.to_cluster
+            for f in self._topology.flows
+        ):
+            return None
+        key = naming.flow_control_key(self._ns, plan.from_cluster, plan.to_cluster)
+        entry = self._store.get(key)
+        control = FlowControl() if entry is None else FlowControl.from_json(entry.value, key)
+        wanted = control.paused_topics | frozenset(app.topics)
+        if wanted == control.paused_topics:
+            return None
+        paused = replace(control, paused_topics=wanted)
+        return Put(key, paused.to_json(), 0 if entry is None else entry.index)
+
+    def _remote_copies(self, app: Application, plan: FailoverPlan) -> dict[str, str]:
+        """The application's topics on the old cluster that the flow old -> new copies, and
+        their copies' names on the new cluster."""
+        flow = next(
+            (
+                f
+                for f in self._topology.flows
+                if f.source == plan.from_cluster and f.target == plan.to_cluster
+            ),
+            None,
+        )
+        if flow is None:
+            return {}
+        copies = {}
+        for topic in sorted(set(app.topics)):
+            verdict = self._topology.topic_verdict(flow, topic)
+            if verdict.replicate and verdict.target_topic is not None:
+                copies[topic] = verdict.target_topic
+        return copies
+
+    def _cutoffs(self, app: Application, plan: FailoverPlan) -> tuple[Cutoff, ...]:
+        copies = self._remote_copies(app, plan)
+        try:
+            ends = self._clusters.partition_ends(plan.to_cluster, copies.values())
+        except KafkaUnavailableError as err:
+            raise KafkaUnavailableError(
+                f"reading the cut-offs on {plan.to_cluster}: {err}"
+            ) from err
+        return tuple(Cutoff(t, p, end) for (t, p), end in sorted(ends.items()))
+
+    def _unreplicated(self, app: Application, plan: FailoverPlan) -> list[UnreplicatedRange]:
+        copies = self._remote_copies(app, plan)
+        replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
+        source_ends: dict[Partition, int] = {}
+        if self._clusters.reachable(plan.from_cluster):
+            source_ends = self._clusters.partition_ends(plan.from_cluster, copies)
+        partitions = set(replicated) | set(source_ends)
+        return list(
+            unreplicated(
+                PartitionReplication(t, p, replicated.get((t, p), 0), source_ends.get((t, p)))
+                for t, p in sorted(partitions)
+            )
+        )
+
+    def _event(self, message: str) -> None:
+        log.info("%s", message)
+        self._on_event(message)
+
+
+def _holder_id(value: str) -> str | None:
+    try:
+        holder = json.loads(value)
+    except json.JSONDecodeError:
+        return None
+    found = holder.get("failover_id") if isinstance(holder, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _next_name(record: FailoverRecord) -> str:
+    step = next_step(record)
+    return "its end" if step is None else step.name.value
+
+
+def _failpoint(name: str) -> None:
+    if os.environ.get(FAILPOINT_ENV) == name:
+        log.warning("failpoint %s: killing this process", name)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,109 @@
+"""An in-memory :class:`~drsvc.runtime.failover.clusters.FailoverClusters` for executor tests.
+
+It answers what the executor asks with values a test sets: per group and direction a translation
+(exact or not, with what is left to replicate), checkpoints, ends, live members, and records every
+offset commit, so a test can check that no group was ever moved backwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
+
+from drsvc.adapters.kafka_admin import PartitionError
+from drsvc.errors import KafkaUnavailableError
+from drsvc.runtime.translation.group_translation import GroupTranslation, PartitionTranslation
+from failover.checkpoints import Checkpoint, CheckpointKey
+
+Partition = tuple[str, int]
+
+
+@dataclass
+class FakeFailoverClusters:
+    down: set[str] = field(default_factory=set)
+    #: (group, from, to) -> partitions of the translation
+    translations: dict[tuple[str, str, str], list[PartitionTranslation]] = field(
+        default_factory=dict
+    )
+    checkpoint_map: dict[tuple[str, str], dict[CheckpointKey, Checkpoint]] = field(
+        default_factory=dict
+    )
+    ends: dict[str, dict[Partition, int]] = field(default_factory=dict)
+    replicated_map: dict[tuple[str, str], dict[Partition, int]] = field(default_factory=dict)
+    members: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (cluster, group) -> committed offsets, as the executor left them
+    committed: dict[tuple[str, str], dict[Partition, int]] = field(default_factory=dict)
+    #: every commit in order: (cluster, group, partition, offset)
+    commits: list[tuple[str, str, Partition, int]] = field(default_factory=list)
+    #: translate() calls before a translation turns exact (catching up)
+    lagging_rounds: int = 0
+
+    def _up(self, alias: str) -> None:
+        if alias in self.down:
+            raise KafkaUnavailableError(f"cluster '{alias}' is down")
+
+    def reachable(self, alias: str) -> bool:
+        return alias not in self.down
+
+    def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
+        self._up(from_alias)
+        self._up(to_alias)
+        parts = self.translations.get((group, from_alias, to_alias))
+        if parts is None:
+            return None
+        if self.lagging_rounds > 0:
+            self.lagging_rounds -= 1
+            parts = [replace(p, not_replicated=5) for p in parts]
+        return GroupTranslation(group, from_alias, to_alias, tuple(parts))
+
+    def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
+        self._up(to_alias)
+        return dict(self.checkpoint_map.get((from_alias, to_alias), {}))
+
+    def replicated(
+        self, from_alias: str, to_alias: str, topics: Collection[str]
+    ) -> dict[Partition, int]:
+        self._up(to_alias)
+        found = self.replicated_map.get((from_alias, to_alias), {})
+        return {tp: end for tp, end in found.items() if tp[0] in topics}
+
+    def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:
+        self._up(alias)
+        return {tp: end for tp, end in self.ends.get(alias, {}).items() if tp[0] in topics}
+
+    def earliest(self, alias: str, partitions: Collection[Partition]) -> dict[Partition, int]:
+        self._up(alias)
+        return dict.fromkeys(partitions, 0)
+
+    def live_members(self, alias: str, group: str) -> int:
+        self._up(alias)
+        return self.members.get((alias, group), 0)
+
+    def set_offsets(
+        self, alias: str, group: str, offsets: Mapping[Partition, int]
+    ) -> dict[Partition, PartitionError | None]:
+        self._up(alias)
+        if self.members.get((alias, group), 0):
+            refusal = PartitionError("UNKNOWN_MEMBER_ID", "the group has members")
+            return dict.fromkeys(offsets, refusal)
+        for tp, offset in offsets.items():
+            self.committed.setdefault((alias, group), {})[tp] = offset
+            self.commits.append((alias, group, tp, offset))
+        return dict.fromkeys(offsets)
+
+
+def exact(
+    source_topic: str, partition: int, source_offset: int, topic: str, target_offset: int
+) -> PartitionTranslation:
+    """An exact downstream translation of one partition."""
+    return PartitionTranslation(
+        direction="downstream",
+        flow="east->west",
+        source_topic=source_topic,
+        partition=partition,
+        source_offset=source_offset,
+        topic=topic,
+        target_offset=target_offset,
+        reason="exact",
+        not_replicated=0,
+    )
