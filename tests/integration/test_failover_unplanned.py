@@ -1,0 +1,151 @@
+"""Unplanned failover: east's brokers are gone, the application moves to west at its latest
+checkpoints, and the record says exactly which source records did not make it.
+
+Replication east->west is stopped first and more records are written on east, so a known tail of
+each partition never crosses; then east's brokers stop. After ``drsvc failover --to west``:
+consumers on west, starting from the offsets the failover set, read every record that crossed and
+that the groups had not consumed, and nothing twice; once east is back, the records the failover
+reported as unreplicated are exactly those missing on west.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from checkpoint_support import AgentProcess
+from failover_support import (
+    PARTITIONS,
+    consume_part,
+    read_rest,
+    run_cli,
+    wait_until,
+    write_failover_topology,
+)
+from replication_support import (
+    WorkerProcess,
+    create,
+    produce,
+    read_all,
+    running_workers,
+    topics_of,
+)
+from translation_support import caught_up
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from failover.checkpoints import decode_key, decode_value
+from failover.naming import flow_control_key
+
+pytestmark = pytest.mark.timeout(600)
+
+GROUPS = ("g1", "g2")
+
+
+def _records(
+    tag: str, first: int, count: int
+) -> list[tuple[int, bytes | None, bytes | None, list, int]]:  # type: ignore[type-arg]
+    return [
+        (i % PARTITIONS, str(i).encode(), f"{tag}-{i:06d}".encode(), [], 0)
+        for i in range(first, first + count)
+    ]
+
+
+def _checkpoints_at(west: str, committed: dict[str, dict[tuple[str, int], int]]) -> bool:
+    """The newest checkpoint of every committed partition of both groups names its offset."""
+    latest = {}
+    for record in read_all(west, "east.checkpoints.internal"):
+        if record.key is None or record.value is None:
+            continue
+        key = decode_key(record.key)
+        latest[(key.group, key.partition, decode_value(record.value).source_topic)] = decode_value(
+            record.value
+        ).source_offset
+    return all(
+        latest.get((group, partition, topic)) == offset
+        for group, offsets in committed.items()
+        for (topic, partition), offset in offsets.items()
+    )
+
+
+@pytest.fixture
+def east_restored(local_env: LocalEnvironment, cluster_pair: EnvironmentInfo) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        local_env.up(["east", "west"])
+
+
+def test_unplanned_failover_reports_exactly_what_did_not_cross(
+    local_env: LocalEnvironment,
+    cluster_pair: EnvironmentInfo,
+    tmp_path: Path,
+    east_restored: None,
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    topic = f"fu-{tag}"
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    for bootstrap in (east, west):
+        create(bootstrap, topic, PARTITIONS)
+    topology = write_failover_topology(
+        tmp_path / "topology.json", f"fu-{tag}", cluster_pair.clusters, topic
+    )
+    assert cluster_pair.consul_http_addr is not None
+    env = {
+        "DRSVC_CONSUL_HTTP_ADDR": cluster_pair.consul_http_addr,
+        "DRSVC_FAILOVER_LOCK_TTL_S": "2",
+        "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
+    }
+    produce(east, topic, _records(tag, 0, 400))
+    consumed: dict[str, list[bytes]] = {}
+    committed: dict[str, dict[tuple[str, int], int]] = {}
+    agent = AgentProcess(topology, tmp_path / "agent.log", tmp_path / "agent-state")
+    forward = WorkerProcess(topology, "east->west", tmp_path / "forward.log")
+    try:
+        with running_workers(topology, ["west->east"], tmp_path):
+            wait_until(lambda: caught_up(east, "east->west", topic, PARTITIONS), 90, "replication")
+            for group, fraction in zip(GROUPS, (1.0, 0.4), strict=True):
+                consumed[group], committed[group] = consume_part(east, group, [topic], fraction)
+            wait_until(lambda: _checkpoints_at(west, committed), 90, "checkpoints of the commits")
+            forward.kill()  # replication stops: what is written from now on never crosses
+            produce(east, topic, _records(tag, 400, 60))
+            local_env.stop_site("east", grace_s=1)
+            code, doc, err = run_cli(
+                "failover", "-t", str(topology), "--app", "app", "--to", "west", "--json", env=env
+            )
+            assert code == 0, err
+    finally:
+        agent.stop()
+        if forward.proc.poll() is None:
+            forward.stop()
+    assert doc is not None
+    assert (doc["state"], doc["kind"]) == ("completed", "unplanned")
+    ranges = {(u["topic"], u["partition"]): u for u in doc["unreplicated"]}
+    assert set(ranges) == {(topic, p) for p in range(PARTITIONS)}
+    assert all(u["last_offset"] is None for u in ranges.values())  # east's end was never seen
+    # When east returns, its records that did not cross are not copied behind west's back.
+    control = ConsulClient(cluster_pair.consul_http_addr).kv_get(
+        flow_control_key(f"fu-{tag}", "east", "west")
+    )
+    assert control is not None and topic in json.loads(control)["paused_topics"]
+    # Consumers on west skip nothing that crossed, and read nothing twice.
+    for group in GROUPS:
+        rest = read_rest(west, group, [f"east.{topic}", topic])
+        everything = consumed[group] + rest
+        assert len(everything) == len(set(everything)), f"{group} read records twice"
+        assert len(everything) == 400, (group, len(consumed[group]), len(rest))
+    # East back: the reported ranges start exactly at the first record missing on west.
+    local_env.up(["east"])
+    on_east = {p: [] for p in range(PARTITIONS)}  # type: ignore[var-annotated]
+    for record in read_all(east, topic):
+        on_east[record.partition].append((record.offset, record.value))
+    copied = {r.value for r in read_all(west, f"east.{topic}")}
+    for p, records in on_east.items():
+        missing = [offset for offset, value in records if value not in copied]
+        assert missing, f"partition {p}: nothing missing on west"
+        assert missing == list(range(ranges[(topic, p)]["first_offset"], records[-1][0] + 1))
+    assert sum(len(v) for v in on_east.values()) - len(copied) == 60
+    _ = topics_of
