@@ -41,6 +41,7 @@ from enum import StrEnum
 from failover.active import ActiveDocument
 from failover.errors import FailoverRefused, SwitchError
 from failover.recovery_point import UnreplicatedRange
+from failover.site_recovery import SiteRecovery
 
 __all__ = [
     "Cutoff",
@@ -130,6 +131,8 @@ class Situation:
     replicated_to_target: bool = True
     #: the application's groups that have live members on the requested cluster
     busy_groups: tuple[str, ...] = ()
+    #: an unplanned failover away from the requested cluster whose recovery has not completed
+    unrecovered: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,9 @@ class FailoverRecord:
     groups: tuple[GroupTarget, ...] = ()
     cutoffs: tuple[Cutoff, ...] = ()
     unreplicated: tuple[UnreplicatedRange, ...] = ()
+    #: after an unplanned failover: what became of the old cluster's records that never
+    #: crossed, once it returned (:mod:`failover.site_recovery`)
+    recovery: SiteRecovery | None = None
 
     def done(self, name: StepName) -> bool:
         return any(e.step is name and e.outcome is Outcome.OK for e in self.events)
@@ -214,6 +220,16 @@ class FailoverRecord:
     @property
     def finished(self) -> bool:
         return self.state in (FailoverState.COMPLETED, FailoverState.ROLLED_BACK)
+
+    @property
+    def awaits_recovery(self) -> bool:
+        """An unplanned failover whose old cluster's records that never crossed have not been
+        dealt with yet (the old cluster has not returned, or nobody ran the recovery)."""
+        return (
+            self.plan.kind is FailoverKind.UNPLANNED
+            and self.state is FailoverState.COMPLETED
+            and (self.recovery is None or not self.recovery.completed)
+        )
 
 
 #: the bound of the planned wait for replication, unless the executor is told otherwise
@@ -250,6 +266,13 @@ def plan_failover(
     if not situation.replicated_to_target:
         raise FailoverRefused(
             f"no flow copies application {request.app}'s topics from {active} to {request.to}"
+        )
+    if situation.unrecovered is not None:
+        raise FailoverRefused(
+            f"failover {situation.unrecovered} moved application {request.app} away from "
+            f"{request.to} without the records that had not crossed yet: recover them first "
+            f"(drsvc recover --app {request.app}, once {request.to} is back), so they are "
+            "dealt with by the application's on_recovery policy instead of mixed in"
         )
     if situation.busy_groups:
         raise FailoverRefused(

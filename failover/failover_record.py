@@ -14,7 +14,11 @@ read raises :class:`RecordFormatError` instead of being guessed at::
                  "reason": "exact"}],
      "cutoffs": [{"topic": "east.orders", "partition": 0, "offset": 42}],
      "unreplicated": [{"topic": "orders", "partition": 0, "first_offset": 40,
-                       "last_offset": 41}]}
+                       "last_offset": 41}],
+     "recovery": {"policy": "quarantine", "cluster": "east", "into": null, "started_ms": ...,
+                  "divergence": [{"topic": "orders", "partition": 0, "first_offset": 40,
+                                  "last_offset": 45, "records": 6}],
+                  "replay_from": [], "replayed": null, "completed_ms": ...}}
 """
 
 from __future__ import annotations
@@ -38,8 +42,15 @@ from failover.failover_plan import (
     StepName,
 )
 from failover.recovery_point import UnreplicatedRange
+from failover.site_recovery import DivergentRange, PartitionOffset, RecoveryPolicy, SiteRecovery
 
-__all__ = ["RECORD_FORMAT_VERSION", "decode_record", "encode_record", "record_fields"]
+__all__ = [
+    "RECORD_FORMAT_VERSION",
+    "decode_record",
+    "encode_record",
+    "record_fields",
+    "recovery_fields",
+]
 
 RECORD_FORMAT_VERSION = 1
 
@@ -92,7 +103,59 @@ def record_fields(record: FailoverRecord) -> dict[str, Any]:
             }
             for u in record.unreplicated
         ],
+        "recovery": None if record.recovery is None else recovery_fields(record.recovery),
     }
+
+
+def recovery_fields(recovery: SiteRecovery) -> dict[str, Any]:
+    return {
+        "policy": recovery.policy.value,
+        "cluster": recovery.cluster,
+        "into": recovery.into,
+        "started_ms": recovery.started_ms,
+        "divergence": [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "first_offset": r.first_offset,
+                "last_offset": r.last_offset,
+                "records": r.records,
+            }
+            for r in recovery.divergence
+        ],
+        "replay_from": [
+            {"topic": p.topic, "partition": p.partition, "offset": p.offset}
+            for p in recovery.replay_from
+        ],
+        "replayed": recovery.replayed,
+        "completed_ms": recovery.completed_ms,
+    }
+
+
+def _decode_recovery(doc: Mapping[str, Any]) -> SiteRecovery:
+    return SiteRecovery(
+        policy=RecoveryPolicy(doc["policy"]),
+        cluster=_text(doc, "cluster"),
+        started_ms=int(doc["started_ms"]),
+        divergence=_each(
+            doc,
+            "divergence",
+            lambda r: DivergentRange(
+                str(r["topic"]),
+                int(r["partition"]),
+                int(r["first_offset"]),
+                int(r["last_offset"]) + 1,
+            ),
+        ),
+        into=None if doc.get("into") is None else str(doc["into"]),
+        replay_from=_each(
+            doc,
+            "replay_from",
+            lambda p: PartitionOffset(str(p["topic"]), int(p["partition"]), int(p["offset"])),
+        ),
+        replayed=None if doc.get("replayed") is None else int(doc["replayed"]),
+        completed_ms=None if doc.get("completed_ms") is None else int(doc["completed_ms"]),
+    )
 
 
 def encode_record(record: FailoverRecord) -> str:
@@ -171,11 +234,21 @@ def decode_record(raw: str) -> FailoverRecord:
                     None if u.get("last_offset") is None else int(u["last_offset"]),
                 ),
             ),
+            recovery=_recovery(doc),
         )
     except RecordFormatError:
         raise
     except (KeyError, TypeError, ValueError) as err:
         raise RecordFormatError(f"a field is missing or has the wrong type: {err!r}") from err
+
+
+def _recovery(doc: Mapping[str, Any]) -> SiteRecovery | None:
+    value = doc.get("recovery")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RecordFormatError("'recovery' must be an object or null")
+    return _decode_recovery(value)
 
 
 def _text(doc: Mapping[str, Any], name: str) -> str:

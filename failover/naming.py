@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_OFFSET_SYNCS_TOPIC",
     "DEMO_READER_GROUP",
     "OWN_GROUP_PREFIX",
+    "REPLAY_READER_GROUP",
     "SMOKE_KEY",
     "SMOKE_TOPIC",
     "SYNC_REPAIR_GROUP",
@@ -138,6 +139,8 @@ CHECKPOINTS_READER_GROUP = f"{OWN_GROUP_PREFIX}checkpoints-reader"
 (never joined, never committed)."""
 
 TRANSLATE_READER_GROUP = f"{OWN_GROUP_PREFIX}translate"
+#: reads the records a recovery replays and what an earlier replay copied (assigned only)
+REPLAY_READER_GROUP = f"{OWN_GROUP_PREFIX}replay-reader"
 """On a flow's target: the id of the consumer that reads a sync topic for a translation
 (assigned only, never commits)."""
 

@@ -1,5 +1,6 @@
-"""``drsvc failover``, ``drsvc failback``, ``drsvc failovers`` and ``drsvc apps``: move an
-application between clusters and see where every application stands (see docs/failover.md)."""
+"""``drsvc failover``, ``drsvc failback``, ``drsvc failovers``, ``drsvc recover`` and ``drsvc
+apps``: move an application between clusters, deal with a returned site's records that never
+crossed, and see where every application stands (see docs/failover.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from failover.failover_plan import (
     FailoverState,
     GroupTarget,
 )
-from failover.failover_record import record_fields
+from failover.failover_record import record_fields, recovery_fields
 from failover.recovery_point import rpo_records
 
 EXIT_OK = 0
@@ -144,6 +145,32 @@ def register(app: typer.Typer) -> None:
                 f"{s['id']}  {s['app']}  {s['from']} -> {s['to']}  {s['kind']}  {s['state']}"
                 f"  {s['duration_s']}s"
             )
+
+    @app.command(
+        help="After an unplanned failover, once the lost cluster is back: deal with its "
+        "records that never crossed by the application's on_recovery policy (quarantine: "
+        "list them and leave them out; replay: copy them to the active cluster, marked), "
+        "then resume the flow from that cluster past them. Exit 0 done, 1 refused."
+    )
+    def recover(
+        topology_file: TopologyOption,
+        app_name: AppOption = None,
+        dry_run: DryRunOption = False,
+        as_json: JsonOption = False,
+        consul: ConsulOption = None,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        if not app_name:
+            raise ConfigError("--app is required")
+        executor = _executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
+        try:
+            record = executor.recover(app_name, dry_run=dry_run)
+        except FailoverRefused as err:
+            if as_json:
+                typer.echo(json.dumps({"app": app_name, "state": "refused", "reason": str(err)}))
+            print(f"drsvc: refused: {err}", file=sys.stderr)
+            raise typer.Exit(EXIT_NOT_DONE) from None
+        _print_recovery(record, dry_run, as_json)
 
     @app.command(
         help="Each application's active cluster, epoch, and what a failover right now "
@@ -286,6 +313,7 @@ def _summary(record: FailoverRecord) -> dict[str, Any]:
             for e in fields["events"]
         ],
         "duration_s": round(max(0, duration) / 1000, 3),
+        "recovery": fields["recovery"],
     }
 
 
@@ -328,6 +356,43 @@ def _print_record(record: FailoverRecord, as_json: bool) -> None:
     if s["unreplicated"] or record.plan.kind.value == "unplanned":
         bound = "" if s["rpo_exact"] else " (at least)"
         typer.echo(f"  recovery point: {s['rpo_records']} record(s) not replicated{bound}")
+
+
+def _recovery_summary(record: FailoverRecord, dry_run: bool) -> dict[str, Any]:
+    recovery = record.recovery
+    assert recovery is not None
+    fields = recovery_fields(recovery)
+    return {
+        "id": record.plan.failover_id,
+        "app": record.plan.app,
+        "dry_run": dry_run,
+        "state": "completed" if recovery.completed else ("planned" if dry_run else "running"),
+        **fields,
+        "records": recovery.records,
+    }
+
+
+def _print_recovery(record: FailoverRecord, dry_run: bool, as_json: bool) -> None:
+    s = _recovery_summary(record, dry_run)
+    if as_json:
+        typer.echo(json.dumps(s, indent=2))
+        return
+    typer.echo(
+        f"recovery of failover {s['id']} ({s['app']}): {s['cluster']} is back; "
+        f"{s['records']} record(s) never crossed; policy {s['policy']}: {s['state']}"
+    )
+    for r in s["divergence"]:
+        typer.echo(
+            f"  diverged: {r['topic']}-{r['partition']} offsets {r['first_offset']}.."
+            f"{r['last_offset']} ({r['records']} record(s))"
+        )
+    if s["policy"] == "replay":
+        typer.echo(f"  replay to {s['into']}: {_n(s['replayed'])} record(s) copied")
+    if dry_run:
+        typer.echo(
+            f"dry run: nothing was changed; recovery would leave these out of the flow "
+            f"{s['cluster']}->{record.plan.to_cluster} and resume it"
+        )
 
 
 def _print_plan(plan: FailoverPlan, targets: list[GroupTarget], note: str, as_json: bool) -> None:

@@ -272,6 +272,14 @@ class Flow(FrozenModel):
         description="Also copy topics that reached the source from a third cluster"
         " (south.orders on east becomes east.south.orders on west).",
     )
+    standby: bool = Field(
+        default=False,
+        description="The way back of an identity (active/passive) flow: it copies nothing until"
+        " a failover moves an application to its source; from then on it copies that"
+        " application's topics from the failover point, so the old cluster catches up and the"
+        " application can fail back exactly. Only for identity flows whose opposite flow is a"
+        " plain identity flow.",
+    )
 
     @field_validator("separator")
     @classmethod

@@ -90,6 +90,7 @@ def _describe_flow(topology: Topology, flow: Flow) -> dict[str, Any]:
         "delivery": flow.delivery,
         "start": flow.start.describe(),
         "multi_hop": flow.multi_hop,
+        "standby": flow.standby,
         "topics": _describe_filter(flow.topics),
         "groups": _describe_filter(flow.groups),
         "internal_topics": {
@@ -159,6 +160,12 @@ def _flow_table(flow: dict[str, Any]) -> Table:
         ("delivery", flow["delivery"]),
         ("start", flow["start"]),
         ("multi-hop", "yes" if flow["multi_hop"] else "no"),
+        (
+            "standby",
+            "yes (copies an application's topics only while it is failed over to the source)"
+            if flow["standby"]
+            else "no",
+        ),
         ("topics", _filter_text(flow["topics"])),
         ("groups", _filter_text(flow["groups"])),
         (

@@ -9,7 +9,9 @@ Why the identity rule: with identity naming, a topic written on both clusters (a
 several flows into one target) has two writers per partition, so no offset on one cluster
 corresponds to a position on the other and exact failover is impossible. Identity is therefore
 allowed only when the target has exactly this one inbound flow and nothing leads back from the
-target to the source, directly or through other clusters.
+target to the source, directly or through other clusters; the one exception is an active/passive
+pair: an identity flow and its direct way back marked ``standby``, of which drsvc's failovers run
+only one direction per application topic at a time.
 
 Why one separator: a prefix flow recognises remote topics by splitting on its separator; a flow
 splitting on ``.`` does not see that ``west_orders`` came from west, would copy it back and loop.
@@ -23,7 +25,9 @@ from failover.errors import PolicyError
 from failover.replication_policy import PrefixPolicy
 
 if TYPE_CHECKING:
-    from drsvc.topology.models import Topology
+    from collections.abc import Sequence
+
+    from drsvc.topology.models import Flow, Topology
 
 IDENTITY_WHY = (
     "no offset on one cluster corresponds to a position on the other, so exact failover is"
@@ -36,6 +40,7 @@ def cross_field_problems(topology: Topology) -> list[str]:
     return [
         *_flow_problems(topology),
         *_identity_problems(topology),
+        *_standby_problems(topology),
         *_application_problems(topology),
     ]
 
@@ -122,6 +127,8 @@ def _identity_problems(topology: Topology) -> list[str]:
                 f" so '{flow.target}' would have two writers per topic; {IDENTITY_WHY}"
             )
             continue
+        if _standby_pair(topology, flow):
+            continue
         way_back = flow_path(topology, flow.target, flow.source)
         if way_back is not None:
             problems.append(
@@ -131,15 +138,34 @@ def _identity_problems(topology: Topology) -> list[str]:
     return problems
 
 
+def _standby_pair(topology: Topology, flow: Flow) -> bool:
+    """An identity flow and its direct way back, one of them ``standby``: drsvc's failovers
+    run only one of the two per application topic at a time (docs/failover.md), so the pair
+    never writes one topic on both clusters at once."""
+    back = [f for f in topology.flows if (f.source, f.target) == (flow.target, flow.source)]
+    if len(back) != 1 or back[0].policy != "identity":
+        return False
+    if flow.standby == back[0].standby:
+        return False
+    # Nothing else may lead back: a third cluster in the loop would write the topic too.
+    others = [f for f in topology.flows if f is not back[0]]
+    return flow_path_in(others, flow.target, flow.source) is None
+
+
 def flow_path(topology: Topology, start: str, goal: str) -> list[str] | None:
     """Shortest chain of flows from ``start`` to ``goal``, as aliases, or None if there is none."""
+    return flow_path_in(topology.flows, start, goal)
+
+
+def flow_path_in(flows: Sequence[Flow], start: str, goal: str) -> list[str] | None:
+    """:func:`flow_path` over the given ``flows`` only."""
     previous: dict[str, str | None] = {start: None}
     frontier = [start]
     while frontier:
         following: list[str] = []
         for alias in frontier:
-            for flow in topology.flows_from(alias):
-                if flow.target in previous:
+            for flow in flows:
+                if flow.source != alias or flow.target in previous:
                     continue
                 previous[flow.target] = alias
                 if flow.target == goal:
@@ -152,6 +178,16 @@ def flow_path(topology: Topology, start: str, goal: str) -> list[str] | None:
                 following.append(flow.target)
         frontier = following
     return None
+
+
+def _standby_problems(topology: Topology) -> list[str]:
+    return [
+        f"flows[{index}].standby: flow {flow.id} can only stand by as the way back of an"
+        f" identity flow {flow.target}->{flow.source} that is not standby itself, with both"
+        " flows identity and no other way back"
+        for index, flow in enumerate(topology.flows)
+        if flow.standby and not (flow.policy == "identity" and _standby_pair(topology, flow))
+    ]
 
 
 def _application_problems(topology: Topology) -> list[str]:

@@ -34,6 +34,8 @@ def write_failover_topology(
     both_ways: bool = True,
     lease_s: float = 2.0,
     groups: tuple[str, ...] = ("g1", "g2"),
+    on_recovery: str = "quarantine",
+    delivery: str = "at-least-once",
 ) -> Path:
     flows: list[dict[str, Any]] = [
         {
@@ -48,6 +50,10 @@ def write_failover_topology(
             {"source": "west", "target": "east", "topics": {"include": [f"^{topic}$"]},
              "policy": policy}
         )  # fmt: skip
+        if policy == "identity":
+            flows[-1]["standby"] = True  # active/passive: the way back
+    for flow in flows:
+        flow["delivery"] = delivery
     document = {
         "name": name,
         "clusters": {alias: {"bootstrap_servers": bs} for alias, bs in clusters.items()},
@@ -59,6 +65,7 @@ def write_failover_topology(
                 "topics": [topic],
                 "preferred": "east",
                 "lease_s": lease_s,
+                "on_recovery": on_recovery,
             }
         ],
     }

@@ -5,7 +5,11 @@ Replication east->west is stopped first and more records are written on east, so
 each partition never crosses; then east's brokers stop. After ``drsvc failover --to west``:
 consumers on west, starting from the offsets the failover set, read every record that crossed and
 that the groups had not consumed, and nothing twice; once east is back, the records the failover
-reported as unreplicated are exactly those missing on west.
+reported as unreplicated are exactly those missing on west. Then the recovery: a failback before
+it is refused; ``drsvc recover`` reports exactly those records as the divergence and, by the
+application's ``on_recovery``, leaves them out (quarantine) or copies them to west marked as
+replayed (replay); the flow from east, running again, copies what east gets from then on and
+none of them.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from replication_support import (
     produce,
     read_all,
     running_workers,
-    topics_of,
 )
 from translation_support import caught_up
 
@@ -39,6 +42,7 @@ from drsvc.adapters.consul_client import ConsulClient
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from failover.checkpoints import decode_key, decode_value
 from failover.naming import flow_control_key
+from failover.site_recovery import REPLAYED_FROM_HEADER
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -79,11 +83,13 @@ def east_restored(local_env: LocalEnvironment, cluster_pair: EnvironmentInfo) ->
         local_env.up(["east", "west"])
 
 
+@pytest.mark.parametrize("on_recovery", ["quarantine", "replay"])
 def test_unplanned_failover_reports_exactly_what_did_not_cross(
     local_env: LocalEnvironment,
     cluster_pair: EnvironmentInfo,
     tmp_path: Path,
     east_restored: None,
+    on_recovery: str,
 ) -> None:
     tag = uuid.uuid4().hex[:6]
     topic = f"fu-{tag}"
@@ -91,7 +97,11 @@ def test_unplanned_failover_reports_exactly_what_did_not_cross(
     for bootstrap in (east, west):
         create(bootstrap, topic, PARTITIONS)
     topology = write_failover_topology(
-        tmp_path / "topology.json", f"fu-{tag}", cluster_pair.clusters, topic
+        tmp_path / "topology.json",
+        f"fu-{tag}",
+        cluster_pair.clusters,
+        topic,
+        on_recovery=on_recovery,
     )
     assert cluster_pair.consul_http_addr is not None
     env = {
@@ -143,9 +153,61 @@ def test_unplanned_failover_reports_exactly_what_did_not_cross(
     for record in read_all(east, topic):
         on_east[record.partition].append((record.offset, record.value))
     copied = {r.value for r in read_all(west, f"east.{topic}")}
+    missing: dict[tuple[str, int], list[tuple[int, bytes | None]]] = {}
     for p, records in on_east.items():
-        missing = [offset for offset, value in records if value not in copied]
-        assert missing, f"partition {p}: nothing missing on west"
-        assert missing == list(range(ranges[(topic, p)]["first_offset"], records[-1][0] + 1))
+        missing[(topic, p)] = [(o, v) for o, v in records if v not in copied]
+        offsets = [o for o, _v in missing[(topic, p)]]
+        assert offsets, f"partition {p}: nothing missing on west"
+        assert offsets == list(range(ranges[(topic, p)]["first_offset"], records[-1][0] + 1))
     assert sum(len(v) for v in on_east.values()) - len(copied) == 60
-    _ = topics_of
+    _recover(topology, env, cluster_pair, f"fu-{tag}", topic, on_recovery, missing, tmp_path)
+
+
+def _recover(
+    topology: Path,
+    env: dict[str, str],
+    cluster_pair: EnvironmentInfo,
+    namespace: str,
+    topic: str,
+    on_recovery: str,
+    missing: dict[tuple[str, int], list[tuple[int, bytes | None]]],
+    tmp_path: Path,
+) -> None:
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    assert cluster_pair.consul_http_addr is not None
+    code, _doc, err = run_cli("failback", "-t", str(topology), "--app", "app", env=env)
+    assert code == 1 and "drsvc recover --app app" in err, err
+    copied_before = {r.value for r in read_all(west, f"east.{topic}")}
+    code, report, err = run_cli("recover", "-t", str(topology), "--app", "app", "--json", env=env)
+    assert code == 0, err
+    assert report is not None
+    assert (report["state"], report["policy"], report["records"]) == ("completed", on_recovery, 60)
+    diverged = {
+        (d["topic"], d["partition"]): (d["first_offset"], d["last_offset"])
+        for d in report["divergence"]
+    }
+    assert diverged == {tp: (gone[0][0], gone[-1][0]) for tp, gone in missing.items()}
+    control = json.loads(
+        ConsulClient(cluster_pair.consul_http_addr).kv_get(
+            flow_control_key(namespace, "east", "west")
+        )
+        or "{}"
+    )
+    assert topic not in control["paused_topics"]
+    replayed = [
+        r for r in read_all(west, topic) if any(h[0] == REPLAYED_FROM_HEADER for h in r.headers)
+    ]
+    if on_recovery == "replay":
+        assert report["replayed"] == 60
+        by_partition = {
+            p: [r.value for r in replayed if r.partition == p] for p in range(PARTITIONS)
+        }
+        assert by_partition == {p: [v for _o, v in missing[(topic, p)]] for p in range(PARTITIONS)}
+    else:
+        assert replayed == []
+    # The flow from east, running again, copies what east gets from now on and none of them.
+    produce(east, topic, _records("after", 0, 20))
+    with running_workers(topology, ["east->west"], tmp_path):
+        wait_until(lambda: caught_up(east, "east->west", topic, PARTITIONS), 90, "replication")
+    new_copies = {r.value for r in read_all(west, f"east.{topic}")} - copied_before
+    assert new_copies == {v for *_x, v, _h, _t in _records("after", 0, 20)}

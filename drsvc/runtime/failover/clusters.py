@@ -21,10 +21,12 @@ from drsvc.adapters.kafka_admin import (
 )
 from drsvc.errors import ConfigError
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
+from drsvc.runtime.failover.replay import ReplaySource, ReplayTarget, replay
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
 from drsvc.runtime.translation.group_translation import GroupTranslation, translate_group
 from drsvc.topology.models import Topology
 from failover.checkpoints import Checkpoint, CheckpointKey
+from failover.site_recovery import DivergentRange, PartitionOffset
 
 __all__ = ["FailoverClusters", "KafkaFailoverClusters", "Partition"]
 
@@ -71,6 +73,19 @@ class FailoverClusters(Protocol):
     ) -> dict[Partition, PartitionError | None]:
         """Commit ``offsets`` for ``group`` as an outsider; per partition None or the broker's
         refusal (a group with live members is refused)."""
+        ...
+
+    def replay(
+        self,
+        from_alias: str,
+        into_alias: str,
+        ranges: Collection[DivergentRange],
+        failover_id: str,
+        replay_from: Collection[PartitionOffset],
+    ) -> int:
+        """Copy the records of ``ranges`` on ``from_alias`` to the same topics on
+        ``into_alias``, marked as replayed (:mod:`.replay`); copies of an earlier attempt past
+        ``replay_from`` are not made again. Returns how many are copied in all."""
         ...
 
 
@@ -152,3 +167,19 @@ class KafkaFailoverClusters:
         if any(offset < 0 for offset in offsets.values()):
             raise ConfigError(f"negative offset for group '{group}' on '{alias}': {offsets}")
         return alter_group_offsets(self._view(alias).admin, group, offsets, self._timeout_s)
+
+    def replay(
+        self,
+        from_alias: str,
+        into_alias: str,
+        ranges: Collection[DivergentRange],
+        failover_id: str,
+        replay_from: Collection[PartitionOffset],
+    ) -> int:
+        return replay(
+            ReplaySource(from_alias, self.client_config(from_alias)),
+            ReplayTarget(into_alias, self.client_config(into_alias), replay_from),
+            ranges,
+            failover_id,
+            self._timeout_s,
+        )

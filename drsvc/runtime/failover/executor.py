@@ -51,7 +51,8 @@ from drsvc.errors import (
     KafkaUnavailableError,
 )
 from drsvc.runtime.failover.clusters import FailoverClusters, Partition
-from drsvc.runtime.replication.control import FlowControl
+from drsvc.runtime.failover.flow_switch import FlowSwitch, start_topics, stop_topics
+from drsvc.runtime.failover.recovery import SiteRecoverer
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.active import ActiveDocument, decode_active, lease_wait_s, switch
@@ -74,6 +75,7 @@ from failover.failover_plan import (
 )
 from failover.failover_record import decode_record, encode_record
 from failover.recovery_point import PartitionReplication, UnreplicatedRange, unreplicated
+from failover.site_recovery import past_quarantine
 from failover.unknown_translation import UnknownTranslation, resolve_group
 
 __all__ = ["FAILPOINT_ENV", "Clock", "FailoverExecutor", "LockTiming", "SystemClock"]
@@ -165,6 +167,10 @@ class FailoverExecutor:
         self._ns = topology.namespace
 
     # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def topology(self) -> Topology:
+        return self._topology
 
     def application(self, name: str) -> Application:
         try:
@@ -275,6 +281,12 @@ class FailoverExecutor:
         except (ConfigError, FailoverError):
             return False
 
+    def recover(self, app_name: str, *, dry_run: bool = False) -> FailoverRecord:
+        """Deal with the records of the application's lost cluster that never crossed, now
+        that it is back (see :mod:`drsvc.runtime.failover.recovery`)."""
+        recoverer = SiteRecoverer(self, self._store, self._clusters, self._clock, self._ns)
+        return recoverer.recover(app_name, dry_run=dry_run)
+
     # -- planning -----------------------------------------------------------------------------
 
     def plan(self, request: FailoverRequest) -> FailoverPlan:
@@ -302,11 +314,22 @@ class FailoverExecutor:
             {f.source, f.target} == {active.cluster, request.to} for f in self._topology.flows
         )
         busy = tuple(g for g in app.groups if self._clusters.live_members(request.to, g) > 0)
+        unrecovered = next(
+            (
+                r.plan.failover_id
+                for r in self.records()
+                if r.plan.app == app.name
+                and r.plan.from_cluster == request.to
+                and r.awaits_recovery
+            ),
+            None,
+        )
         return replace(
             situation,
             active_reachable=self._clusters.reachable(active.cluster),
             replicated_to_target=joined,
             busy_groups=busy,
+            unrecovered=unrecovered,
         )
 
     # -- running ------------------------------------------------------------------------------
@@ -318,12 +341,12 @@ class FailoverExecutor:
         if request.request_id:
             earlier = self._store.get(naming.failover_request_key(self._ns, request.request_id))
             if earlier is not None:
-                self._event(f"request {request.request_id} is failover {earlier.value}")
+                self.event(f"request {request.request_id} is failover {earlier.value}")
                 record = self.record(earlier.value)
                 return record if record.finished else self.resume(earlier.value)
         now = self._clock.time_ms()
         failover_id = new_failover_id(now)
-        lock = self._lock(app, failover_id, wait=False)
+        lock = self.lock(app, failover_id, wait=False)
         try:
             situation = self._situation(app, request, me=failover_id)
             plan = plan_failover(request, situation, failover_id, self._catch_up_timeout_s)
@@ -336,7 +359,7 @@ class FailoverExecutor:
                 key = naming.failover_request_key(self._ns, request.request_id)
                 ops.append(Put(key, failover_id, 0))
             self._store.write(ops, lock=lock)
-            self._event(
+            self.event(
                 f"failover {failover_id}: {plan.kind.value} failover of {app.name} from "
                 f"{plan.from_cluster} to {plan.to_cluster}"
             )
@@ -351,15 +374,15 @@ class FailoverExecutor:
         if record.finished:
             return record
         app = self.application(record.plan.app)
-        lock = self._lock(app, failover_id, wait=True, wait_s=wait_s)
+        lock = self.lock(app, failover_id, wait=True, wait_s=wait_s)
         try:
             record = self.record(failover_id)  # it may have moved on before we got the lock
-            self._event(f"failover {failover_id}: resumed at {_next_name(record)}")
+            self.event(f"failover {failover_id}: resumed at {_next_name(record)}")
             return self._run(app, record, lock)
         finally:
             lock.release()
 
-    def _lock(
+    def lock(
         self, app: Application, failover_id: str, *, wait: bool, wait_s: float | None = None
     ) -> Lock:
         key = naming.app_lock_key(self._ns, app.name)
@@ -413,7 +436,7 @@ class FailoverExecutor:
                 # The active key changed under the step: record the failure instead.
                 record = self._record(record, step, _StepResult(Outcome.FAILED, str(err)), lock)
             took = self._clock.monotonic() - started
-            self._event(
+            self.event(
                 f"failover {record.plan.failover_id}: {step.name.value} {result.outcome.value}"
                 f" after {took:.1f}s" + (f": {result.detail}" if result.detail else "")
             )
@@ -429,7 +452,7 @@ class FailoverExecutor:
                 self._clock.sleep(_POLL_S * retries)
             else:
                 retries = 0
-        self._event(f"failover {record.plan.failover_id}: {record.state.value}")
+        self.event(f"failover {record.plan.failover_id}: {record.state.value}")
         return record
 
     def _record(
@@ -445,7 +468,7 @@ class FailoverExecutor:
         self._store.write(ops if result.outcome is Outcome.OK else ops[-1:], lock=lock)
         return updated
 
-    def _save(self, record: FailoverRecord, lock: Lock) -> None:
+    def save(self, record: FailoverRecord, lock: Lock) -> None:
         key = naming.failover_record_key(self._ns, record.plan.failover_id)
         self._store.write([Put(key, encode_record(record))], lock=lock)
 
@@ -560,7 +583,7 @@ class FailoverExecutor:
                 return _StepResult(Outcome.FAILED, str(err))
             # Stored before any commit: a resumed attempt commits these same positions.
             record = replace(record, groups=tuple(sorted(targets)))
-            self._save(record, lock)
+            self.save(record, lock)
         by_group: dict[str, dict[Partition, int]] = {}
         for t in record.groups:
             by_group.setdefault(t.group, {})[(t.topic, t.partition)] = t.target_offset
@@ -587,8 +610,37 @@ class FailoverExecutor:
 
     def _targets(self, app: Application, plan: FailoverPlan) -> list[GroupTarget]:
         if plan.kind is FailoverKind.PLANNED:
-            return self._translated_targets(app, plan)
-        return self._checkpointed_targets(app, plan)
+            targets = self._translated_targets(app, plan)
+        else:
+            targets = self._checkpointed_targets(app, plan)
+        return self._past_recovered(app, plan, targets)
+
+    def _past_recovered(
+        self, app: Application, plan: FailoverPlan, targets: list[GroupTarget]
+    ) -> list[GroupTarget]:
+        """Back on a cluster that was lost and recovered: groups start past its records that
+        never crossed (quarantined, or replayed elsewhere), never inside them."""
+        recoveries = [
+            r.recovery
+            for r in self.records()
+            if r.plan.app == app.name
+            and r.recovery is not None
+            and r.recovery.completed
+            and r.recovery.cluster == plan.to_cluster
+        ]
+        if not recoveries:
+            return targets
+        moved = []
+        for target in targets:
+            start = past_quarantine(
+                target.topic, target.partition, target.target_offset, recoveries
+            )
+            moved.append(
+                target
+                if start == target.target_offset
+                else replace(target, target_offset=start, reason="past-recovered-divergence")
+            )
+        return moved
 
     def _translated_targets(self, app: Application, plan: FailoverPlan) -> list[GroupTarget]:
         targets = []
@@ -675,40 +727,45 @@ class FailoverExecutor:
         result = self._switch(app, record, plan.to_cluster)
         if result.outcome is not Outcome.OK or not result.ops:
             return result
-        found: dict[str, object] = {"cutoffs": self._cutoffs(app, plan)}
-        ops = list(result.ops)
-        detail = result.detail
+        cutoffs = self._cutoffs(app, plan)
+        found: dict[str, object] = {"cutoffs": cutoffs}
         if plan.kind is FailoverKind.UNPLANNED:
             found["unreplicated"] = tuple(self._unreplicated(app, plan))
-            paused = self._pause_forward_flow(app, plan)
-            if paused is not None:
-                ops.append(paused)
-                detail += (
-                    f"; flow {plan.from_cluster}->{plan.to_cluster} paused for "
-                    f"{', '.join(sorted(app.topics))} until {plan.from_cluster}'s records that "
-                    "did not cross are dealt with"
+        flow_ops, notes = self._switch_flows(app, plan, cutoffs)
+        detail = "; ".join([result.detail, *notes]) if result.detail else "; ".join(notes)
+        return replace(result, ops=(*result.ops, *flow_ops), detail=detail, found=found)
+
+    def _switch_flows(
+        self, app: Application, plan: FailoverPlan, cutoffs: Sequence[Cutoff]
+    ) -> tuple[list[WriteOp], list[str]]:
+        """The flows' control changes that go with the switch (see :mod:`.flow_switch`)."""
+        flows = FlowSwitch(self._topology, self._store, self._ns)
+        old, new = plan.from_cluster, plan.to_cluster
+        topics = sorted(app.topics)
+        identity = flows.identity_pair(old, new)
+        ops: list[WriteOp] = []
+        notes: list[str] = []
+        if plan.kind is FailoverKind.UNPLANNED or identity:
+            stop = flows.edit(old, new, lambda control: stop_topics(control, topics))
+            if stop is not None:
+                ops.append(stop)
+                notes.append(
+                    f"flow {old}->{new} stopped for {', '.join(topics)}"
+                    + (
+                        f" until {old}'s records that did not cross are dealt with"
+                        if plan.kind is FailoverKind.UNPLANNED
+                        else ""
+                    )
                 )
-        return replace(result, ops=tuple(ops), detail=detail, found=found)
+        if plan.kind is FailoverKind.PLANNED and identity:
+            floors = {(c.topic, c.partition): c.offset for c in cutoffs}
+            start = flows.edit(new, old, lambda control: start_topics(control, topics, floors))
+            if start is not None:
+                ops.append(start)
+                notes.append(f"flow {new}->{old} copies {', '.join(topics)} from the cut-off")
+        return ops, notes
 
-    def _pause_forward_flow(self, app: Application, plan: FailoverPlan) -> Put | None:
-        """After an unplanned switch the old cluster's records that did not cross must not be
-        copied behind the new history's back when it returns: the flow old -> new is paused for
-        the application's topics (in the same transaction as the switch)."""
-        if not any(
-            f.source == plan.from_cluster and f.target == plan.to_cluster
-            for f in self._topology.flows
-        ):
-            return None
-        key = naming.flow_control_key(self._ns, plan.from_cluster, plan.to_cluster)
-        entry = self._store.get(key)
-        control = FlowControl() if entry is None else FlowControl.from_json(entry.value, key)
-        wanted = control.paused_topics | frozenset(app.topics)
-        if wanted == control.paused_topics:
-            return None
-        paused = replace(control, paused_topics=wanted)
-        return Put(key, paused.to_json(), 0 if entry is None else entry.index)
-
-    def _remote_copies(self, app: Application, plan: FailoverPlan) -> dict[str, str]:
+    def remote_copies(self, app: Application, plan: FailoverPlan) -> dict[str, str]:
         """The application's topics on the old cluster that the flow old -> new copies, and
         their copies' names on the new cluster."""
         flow = next(
@@ -729,7 +786,7 @@ class FailoverExecutor:
         return copies
 
     def _cutoffs(self, app: Application, plan: FailoverPlan) -> tuple[Cutoff, ...]:
-        copies = self._remote_copies(app, plan)
+        copies = self.remote_copies(app, plan)
         try:
             ends = self._clusters.partition_ends(plan.to_cluster, copies.values())
         except KafkaUnavailableError as err:
@@ -739,7 +796,7 @@ class FailoverExecutor:
         return tuple(Cutoff(t, p, end) for (t, p), end in sorted(ends.items()))
 
     def _unreplicated(self, app: Application, plan: FailoverPlan) -> list[UnreplicatedRange]:
-        copies = self._remote_copies(app, plan)
+        copies = self.remote_copies(app, plan)
         replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
         source_ends: dict[Partition, int] = {}
         if self._clusters.reachable(plan.from_cluster):
@@ -752,7 +809,7 @@ class FailoverExecutor:
             )
         )
 
-    def _event(self, message: str) -> None:
+    def event(self, message: str) -> None:
         log.info("%s", message)
         self._on_event(message)
 

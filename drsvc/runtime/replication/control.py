@@ -1,4 +1,5 @@
-"""Operator control of a running flow: pause and resume it or single topics, throttle it.
+"""Control of a running flow: pause and resume it or single topics, throttle it; the topics a
+standby flow copies and the floors below which nothing is copied (both written by failovers).
 
 The control document lives in Consul KV at ``drsvc/<namespace>/flows/<source>/<target>/control``
 (:func:`failover.naming.flow_control_key`) as JSON, so every worker of the flow, on any machine,
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,16 +34,32 @@ class FlowControl:
     paused: bool = False
     paused_topics: frozenset[str] = frozenset()
     throttle_bytes_per_s: int | None = None
+    #: a ``standby`` flow copies only these topics: those of applications a failover moved to
+    #: its source (see drsvc/runtime/failover/flow_switch.py); other flows ignore it
+    started_topics: frozenset[str] = frozenset()
+    #: per source partition, copy nothing below this offset (floors a failover or a recovery
+    #: set: records that must never cross, or that the other direction already holds)
+    skip_below: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
-    def topic_paused(self, topic: str) -> bool:
+    def topic_paused(self, topic: str, *, standby: bool = False) -> bool:
+        if standby and topic not in self.started_topics:
+            return True
         return self.paused or topic in self.paused_topics
 
+    def floor(self, topic: str, partition: int) -> int | None:
+        return self.skip_below.get((topic, partition))
+
     def to_json(self) -> str:
+        skip: dict[str, dict[str, int]] = {}
+        for (topic, partition), offset in sorted(self.skip_below.items()):
+            skip.setdefault(topic, {})[str(partition)] = offset
         return json.dumps(
             {
                 "paused": self.paused,
                 "paused_topics": sorted(self.paused_topics),
                 "throttle_bytes_per_s": self.throttle_bytes_per_s,
+                "started_topics": sorted(self.started_topics),
+                "skip_below": skip,
             }
         )
 
@@ -57,9 +74,30 @@ class FlowControl:
                 paused=bool(raw.get("paused", False)),
                 paused_topics=frozenset(str(t) for t in raw.get("paused_topics", [])),
                 throttle_bytes_per_s=throttle,
+                started_topics=frozenset(str(t) for t in raw.get("started_topics", [])),
+                skip_below=_floors(raw.get("skip_below", {})),
             )
         except (ValueError, AttributeError, TypeError) as err:
             raise ConfigError(f"flow control document at {key} is invalid: {err}") from err
+
+
+def _floors(raw: object) -> dict[tuple[str, int], int]:
+    """``{"orders": {"0": 120}}`` -> ``{("orders", 0): 120}``; anything else is refused."""
+    if not isinstance(raw, dict):
+        raise ValueError("skip_below must be an object of topics")
+    floors: dict[tuple[str, int], int] = {}
+    for topic, partitions in raw.items():
+        if not isinstance(partitions, dict):
+            raise ValueError(f"skip_below.{topic} must be an object of partitions")
+        for partition, offset in partitions.items():
+            if not str(partition).isdigit():
+                raise ValueError(f"skip_below.{topic}: partition {partition!r} is not a number")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise ValueError(
+                    f"skip_below.{topic}.{partition}: {offset!r} is not an offset (an integer >= 0)"
+                )
+            floors[(str(topic), int(partition))] = offset
+    return floors
 
 
 def read_control(client: ConsulClient, key: str) -> FlowControl:
@@ -107,8 +145,17 @@ class ControlFollower:
     :attr:`control`'s pauses; :meth:`batch_size` before reading and :meth:`sent` after copying.
     """
 
-    def __init__(self, flow_id: str, read: ControlReader, throttle_bytes_per_s: int | None) -> None:
+    def __init__(
+        self,
+        flow_id: str,
+        read: ControlReader,
+        throttle_bytes_per_s: int | None,
+        *,
+        standby: bool = False,
+    ) -> None:
         self.flow_id = flow_id
+        #: a standby flow copies only the topics a failover started (none until then)
+        self.standby = standby
         self.control = FlowControl()
         self._read = read
         self._default_throttle = throttle_bytes_per_s
@@ -129,6 +176,9 @@ class ControlFollower:
         self.control = control
         self.throttle.bytes_per_s = control.throttle_bytes_per_s or self._default_throttle
         return True
+
+    def topic_paused(self, topic: str) -> bool:
+        return self.control.topic_paused(topic, standby=self.standby)
 
     def batch_size(self, most: int) -> int:
         """Records per batch: throttled flows take about a tenth of a second's worth at a time,

@@ -211,6 +211,7 @@ class ReplicationEngine:
             settings.flow_id,
             control if control is not None else consul_reader(settings),
             settings.throttle_bytes_per_s,
+            standby=settings.standby,
         )
         self._backfill_check = BackfillAgeCheck(settings.target_alias)
         self._catalog: TopicCatalog | None = None
@@ -570,10 +571,9 @@ class ReplicationEngine:
     def follow_control(self, lanes: list[Lane]) -> None:
         """Pause or resume ``lanes`` as the control document says. A paused partition keeps its
         committed progress; reading resumes where its copying stopped."""
-        control = self.flow_control.control
         paused = resumed = 0
         for lane in lanes:
-            wanted = control.topic_paused(lane.source.topic)
+            wanted = self.flow_control.topic_paused(lane.source.topic)
             operator_paused = isinstance(lane.state.hold, OperatorPaused)
             if wanted and not operator_paused:
                 self.apply(lane, OperatorPause(lane.progress.next_offset))

@@ -70,6 +70,8 @@ class WorkerSettings:
     sync_retention_ms: int = 7 * 24 * 3600 * 1000
     #: at-least-once or exactly-once (see :mod:`.exactly_once`)
     delivery: str = "at-least-once"
+    #: the way back of an active/passive pair: copies only topics a failover started
+    standby: bool = False
     #: exactly-once: slots of the flow (None: as the slots topic already has, else the default)
     slots: int | None = None
     #: exactly-once: kept short because librdkafka treats a timed-out transaction as fatal
@@ -125,6 +127,7 @@ def worker_settings(
         "start_timestamp_ms": flow.start.timestamp_ms,
         "control_key": naming.flow_control_key(topology.namespace, flow.source, flow.target),
         "delivery": flow.delivery,
+        "standby": flow.standby,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return WorkerSettings(**values)  # type: ignore[arg-type]

@@ -55,6 +55,7 @@ __all__ = [
     "PartitionTranslation",
     "Route",
     "Unrouted",
+    "identity_fallbacks",
     "iso_time",
     "plan_routes",
     "select_flows",
@@ -313,6 +314,32 @@ def plan_routes(
     return routes, tuple(unrouted)
 
 
+#: downstream verdicts after which an identity pair's upstream route is tried: the committed
+#: position lies before anything the way back has copied
+_TRY_THE_WAY_BACK = frozenset({str(Reason.BEFORE_SYNCS), str(Reason.UNKNOWN_PARTITION)})
+
+
+def identity_fallbacks(
+    topology: Topology, choice: FlowChoice, routes: Mapping[str, Route]
+) -> dict[str, Route]:
+    """Upstream routes for topics routed downstream through one flow of an identity pair
+    (active/passive with a ``standby`` way back). There ``orders`` is the same topic both ways:
+    after a failover east -> west and back, positions on west before the failover point are
+    copies the flow east -> west made (translated upstream), later ones are records the way
+    back copies (downstream). Only an exact upstream answer replaces the downstream one."""
+    upstream = choice.upstream
+    if upstream is None or upstream.policy != "identity":
+        return {}
+    found = {}
+    for topic, route in routes.items():
+        if route.direction != "downstream" or route.flow.policy != "identity":
+            continue
+        origin, _why = _origin(topology, upstream, topic)
+        if origin is not None:
+            found[topic] = Route("upstream", upstream, topic, origin)
+    return found
+
+
 def _origin(topology: Topology, flow: Flow, topic: str) -> tuple[str | None, str]:
     """The topic on ``flow.source`` whose copy on ``flow.target`` is ``topic``, or why none is."""
     policy = topology.policy_for(flow)
@@ -435,6 +462,7 @@ def translate_group(
             "(it does not exist there, or has never committed)"
         )
     routes, unrouted = plan_routes(topology, choice, committed)
+    fallbacks = identity_fallbacks(topology, choice, routes)
     notes = list(choice.notes)
 
     # Syncs first, end offsets afterwards (see the module docstring).
@@ -445,7 +473,8 @@ def translate_group(
         ("upstream", choice.upstream),
     )
     for direction, flow in candidates:
-        topics = {r.synced_topic for r in routes.values() if r.direction == direction}
+        chosen = [*routes.values(), *fallbacks.values()]
+        topics = {r.synced_topic for r in chosen if r.direction == direction}
         if flow is None or not topics:
             continue
         read = views[flow.target].read_syncs(names.offset_syncs_topic(flow.source), topics)
@@ -470,9 +499,11 @@ def translate_group(
     )
     partitions = []
     for tp in routed:
-        route = routes[tp.topic]
-        partitions.append(
-            translate_partition(
+        translated = None
+        for route in (routes[tp.topic], fallbacks.get(tp.topic)):
+            if route is None or route.direction not in reads:
+                continue
+            attempt = translate_partition(
                 route,
                 tp.partition,
                 committed[tp],
@@ -484,7 +515,14 @@ def translate_group(
                     TopicPartition(route.destination_topic, tp.partition)
                 ),
             )
-        )
+            if translated is None:
+                translated = attempt
+            elif attempt.exact:
+                translated = attempt  # an identity pair: the position predates the way back
+            if attempt.reason not in _TRY_THE_WAY_BACK:
+                break
+        assert translated is not None
+        partitions.append(translated)
     application = next((a.name for a in topology.applications if group in a.groups), None)
     return GroupTranslation(
         group=group,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -21,6 +22,7 @@ from failover.failover_plan import (
 )
 from failover.failover_record import decode_record, encode_record
 from failover.recovery_point import UnreplicatedRange
+from failover.site_recovery import DivergentRange, PartitionOffset, RecoveryPolicy, SiteRecovery
 
 
 def _record() -> FailoverRecord:
@@ -42,6 +44,30 @@ def _record() -> FailoverRecord:
 def test_every_field_round_trips() -> None:
     record = _record()
     assert decode_record(encode_record(record)) == record
+
+
+def test_a_recovery_round_trips() -> None:
+    recovery = SiteRecovery(
+        RecoveryPolicy.REPLAY,
+        "east",
+        3_000,
+        (DivergentRange("orders", 0, 50, 60), DivergentRange("orders", 1, 7, 8)),
+        into="west",
+        replay_from=(PartitionOffset("orders", 0, 100),),
+        replayed=11,
+        completed_ms=4_000,
+    )
+    record = replace(_record(), recovery=recovery)
+    assert decode_record(encode_record(record)) == record
+    stored = json.loads(encode_record(record))["recovery"]["divergence"][0]
+    assert (stored["last_offset"], stored["records"]) == (59, 10)
+
+
+def test_a_recovery_that_is_not_an_object_is_refused() -> None:
+    doc = json.loads(encode_record(_record()))
+    doc["recovery"] = [1]
+    with pytest.raises(RecordFormatError, match="recovery"):
+        decode_record(json.dumps(doc))
 
 
 @pytest.mark.parametrize(

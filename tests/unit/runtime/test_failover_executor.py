@@ -10,9 +10,10 @@ import pytest
 from fake_failover_clusters import FakeFailoverClusters, exact
 from memory_coordination import FakeClock, MemoryCoordinator
 
-from drsvc.errors import LockLostError
+from drsvc.errors import KafkaUnavailableError, LockLostError
 from drsvc.runtime.failover import executor as executor_module
 from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Topology
 from failover.active import ActiveDocument, decode_active, lease_wait_s
 from failover.checkpoints import Checkpoint, CheckpointKey
@@ -25,7 +26,7 @@ TOPIC = "orders"
 REMOTE = "east.orders"
 
 
-def _topology(policy: str = "refuse") -> Topology:
+def _topology(policy: str = "refuse", on_recovery: str = "quarantine") -> Topology:
     return Topology.model_validate(
         {
             "name": NS,
@@ -45,6 +46,7 @@ def _topology(policy: str = "refuse") -> Topology:
                     "preferred": "east",
                     "lease_s": 3,
                     "on_unknown_translation": policy,
+                    "on_recovery": on_recovery,
                 }
             ],
         }
@@ -374,3 +376,96 @@ def test_an_executor_that_lost_its_lock_writes_nothing(
     clock.sleep(60)
     resumed = executor.resume(record.plan.failover_id)
     assert resumed.state is FailoverState.COMPLETED
+
+
+# -- the recovery of a returned site ----------------------------------------------------------
+
+
+def _lost_east(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock, policy: str
+) -> FailoverExecutor:
+    """East is lost with records 50..57 of partition 0 not crossed; the application is moved
+    to west (unplanned), then east comes back."""
+    executor = FailoverExecutor(
+        _topology(on_recovery=policy),
+        store,
+        clusters,
+        clock=clock,
+        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
+    )
+    clusters.down.add("east")
+    clusters.checkpoint_map[("east", "west")] = {
+        CheckpointKey("g1", REMOTE, 0): Checkpoint(TOPIC, 50, 150, "exact"),
+    }
+    clusters.replicated_map[("east", "west")] = {(TOPIC, 0): 50, (TOPIC, 1): 60}
+    assert executor.start(FailoverRequest("app", "west")).state is FailoverState.COMPLETED
+    clusters.ends["east"] = {(TOPIC, 0): 58, (TOPIC, 1): 60}
+    clusters.ends["west"] = {(TOPIC, 0): 7, (TOPIC, 1): 3, (REMOTE, 0): 150, (REMOTE, 1): 160}
+    return executor
+
+
+def _control(store: MemoryCoordinator) -> FlowControl:
+    key = flow_control_key(NS, "east", "west")
+    entry = store.get(key)
+    assert entry is not None
+    return FlowControl.from_json(entry.value, key)
+
+
+def test_recovery_waits_for_the_lost_cluster_and_a_failback_waits_for_the_recovery(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
+) -> None:
+    executor = _lost_east(store, clusters, clock, "quarantine")
+    with pytest.raises(FailoverRefused, match="east does not answer yet"):
+        executor.recover("app")
+    clusters.down.clear()
+    with pytest.raises(FailoverRefused, match="drsvc recover --app app"):
+        executor.start(FailoverRequest("app", "east"))
+    assert _active(store).cluster == "west"
+
+
+def test_quarantine_lists_the_divergence_and_the_flow_skips_it(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
+) -> None:
+    executor = _lost_east(store, clusters, clock, "quarantine")
+    clusters.down.clear()
+    preview = executor.recover("app", dry_run=True)
+    assert preview.recovery is not None and not preview.recovery.completed
+    assert TOPIC in _control(store).paused_topics  # the dry run changed nothing
+    record = executor.recover("app")
+    recovery = record.recovery
+    assert recovery is not None and recovery.completed
+    assert [(r.topic, r.partition, r.first_offset, r.last_offset) for r in recovery.divergence] == [
+        (TOPIC, 0, 50, 57)
+    ]
+    assert clusters.replayed == []
+    control = _control(store)
+    assert TOPIC not in control.paused_topics
+    assert dict(control.skip_below) == {(TOPIC, 0): 58}
+    assert executor.record(record.plan.failover_id).recovery == recovery
+    with pytest.raises(FailoverRefused, match="no unplanned failover waiting"):
+        executor.recover("app")
+    # Failing back, a group that would start inside the divergence starts past it.
+    clusters.translations[("g1", "west", "east")] = [exact(REMOTE, 0, 150, TOPIC, 52)]
+    back = executor.start(FailoverRequest("app", "east"))
+    assert back.state is FailoverState.COMPLETED
+    (g1,) = [g for g in back.groups if g.group == "g1"]
+    assert (g1.target_offset, g1.reason) == (58, "past-recovered-divergence")
+    assert clusters.committed[("east", "g1")] == {(TOPIC, 0): 58}
+
+
+def test_replay_copies_the_divergence_once_even_when_interrupted(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
+) -> None:
+    executor = _lost_east(store, clusters, clock, "replay")
+    clusters.down.clear()
+    clusters.failing_replays = 1
+    with pytest.raises(KafkaUnavailableError):
+        executor.recover("app")
+    (pending,) = [r for r in executor.records() if r.awaits_recovery]
+    assert pending.recovery is not None and pending.recovery.into == "west"
+    clock.sleep(60)  # the interrupted run's lock is gone
+    record = executor.recover("app")
+    assert record.recovery is not None and record.recovery.replayed == 8
+    offsets = [o for _f, _i, _id, _t, _p, o in clusters.replayed]
+    assert offsets == list(range(50, 58))
+    assert TOPIC not in _control(store).paused_topics

@@ -249,6 +249,40 @@ def test_identity_flow_routes_failback_by_the_same_name() -> None:
     )
 
 
+ACTIVE_PASSIVE = """
+name: active-passive
+clusters:
+  east: {bootstrap_servers: "127.0.0.1:1"}
+  west: {bootstrap_servers: "127.0.0.1:2"}
+flows:
+  - {source: east, target: west, policy: identity}
+  - {source: west, target: east, policy: identity, standby: true}
+"""
+
+
+@pytest.mark.parametrize(
+    ("on_west", "on_east", "direction"),
+    [(4, 104, "upstream"), (12, 112, "downstream"), (10, 110, "downstream")],
+)
+def test_an_identity_pair_translates_positions_before_the_way_back_upstream(
+    on_west: int, on_east: int, direction: str
+) -> None:
+    """east orders 100..109 were copied to west 0..9 before the failover; after it, the way
+    back copied west 10..14 to east 110..114. A group on west fails back exactly either side."""
+    east = FakeCluster("east", ids={"orders": EAST_ORDERS})
+    west = FakeCluster("west", ids={"orders": WEST_COPY})
+    west.write_syncs("drsvc.offset-syncs.east", [sync("orders", 100, 110, [(100, 0, 10)])])
+    east.write_syncs(
+        "drsvc.offset-syncs.west",
+        [sync("orders", 10, 15, [(10, 110, 5)], WEST_COPY, EAST_ORDERS)],
+    )
+    commit(west, "g", "orders", {0: on_west})
+    [p] = translate_group(
+        topology(ACTIVE_PASSIVE), "g", "west", "east", views(west, east)
+    ).partitions
+    assert (p.direction, p.target_offset, p.exact) == (direction, on_east, True)
+
+
 # -- what cannot be translated --------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from drsvc.adapters.kafka_admin import PartitionError
 from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.translation.group_translation import GroupTranslation, PartitionTranslation
 from failover.checkpoints import Checkpoint, CheckpointKey
+from failover.site_recovery import DivergentRange, PartitionOffset
 
 Partition = tuple[str, int]
 
@@ -37,6 +38,10 @@ class FakeFailoverClusters:
     commits: list[tuple[str, str, Partition, int]] = field(default_factory=list)
     #: translate() calls before a translation turns exact (catching up)
     lagging_rounds: int = 0
+    #: records replayed: (from, into, failover id, topic, partition, source offset)
+    replayed: list[tuple[str, str, str, str, int, int]] = field(default_factory=list)
+    #: replay() calls that fail half-way (after copying the first record) before one works
+    failing_replays: int = 0
 
     def _up(self, alias: str) -> None:
         if alias in self.down:
@@ -90,6 +95,31 @@ class FakeFailoverClusters:
             self.committed.setdefault((alias, group), {})[tp] = offset
             self.commits.append((alias, group, tp, offset))
         return dict.fromkeys(offsets)
+
+    def replay(
+        self,
+        from_alias: str,
+        into_alias: str,
+        ranges: Collection[DivergentRange],
+        failover_id: str,
+        replay_from: Collection[PartitionOffset],
+    ) -> int:
+        self._up(from_alias)
+        self._up(into_alias)
+        done = {(t, p, o) for f, i, fid, t, p, o in self.replayed if fid == failover_id}
+        copied = len(done)
+        for found in sorted(ranges):
+            for offset in range(found.first_offset, found.end_offset):
+                if (found.topic, found.partition, offset) in done:
+                    continue
+                self.replayed.append(
+                    (from_alias, into_alias, failover_id, found.topic, found.partition, offset)
+                )
+                copied += 1
+                if self.failing_replays:
+                    self.failing_replays -= 1
+                    raise KafkaUnavailableError(f"replaying to {into_alias}: broken off")
+        return copied
 
 
 def exact(

@@ -32,7 +32,7 @@ def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     ("name", "summary"),
     [
         ("active-active", "2 clusters, 2 flows, 1 application"),
-        ("active-passive", "2 clusters, 1 flow, 2 applications"),
+        ("active-passive", "2 clusters, 2 flows, 2 applications"),
         ("aggregation", "4 clusters, 3 flows, 1 application"),
     ],
 )
@@ -101,7 +101,8 @@ def test_show_json_active_active(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_show_json_identity_and_aggregation(capsys: pytest.CaptureFixture[str]) -> None:
     passive = show_json("active-passive", capsys)
-    (flow,) = passive["flows"]
+    flow, way_back = passive["flows"]
+    assert (way_back["source"], way_back["standby"]) == ("west", True)
     assert (flow["policy"], flow["separator"], flow["delivery"]) == (
         "identity",
         None,

@@ -77,7 +77,7 @@ def test_the_design_shape_loads_with_its_defaults() -> None:
     ("name", "flows", "policies"),
     [
         ("active-active", ["east->west", "west->east"], {"prefix"}),
-        ("active-passive", ["east->west"], {"identity"}),
+        ("active-passive", ["east->west", "west->east"], {"identity"}),
         ("aggregation", ["east->agg", "west->agg", "south->agg"], {"prefix"}),
     ],
 )
@@ -310,6 +310,22 @@ IDENTITY_WHY = (
             " {source: c, target: a}]",
             "flows[0].policy: identity flow a->b has a way back (b -> c -> a)",
         ),
+        (
+            "[{source: a, target: b, policy: identity},"
+            " {source: b, target: a, policy: identity, standby: true}]",
+            None,
+        ),
+        (
+            "[{source: a, target: b, policy: identity, standby: true},"
+            " {source: b, target: a, policy: identity, standby: true}]",
+            "flows[0].policy: identity flow a->b has a way back (b -> a)",
+        ),
+        (
+            "[{source: a, target: b, policy: identity},"
+            " {source: b, target: a, policy: identity, standby: true},"
+            " {source: b, target: c}, {source: c, target: a}]",
+            "flows[0].policy: identity flow a->b has a way back (b -> a)",
+        ),
     ],
 )
 def test_identity_only_for_one_way_flows(flows: str, expected: str | None) -> None:
@@ -320,6 +336,19 @@ def test_identity_only_for_one_way_flows(flows: str, expected: str | None) -> No
     found = problems(text)
     assert found[0].startswith(expected)
     assert found[0].endswith(IDENTITY_WHY)
+
+
+@pytest.mark.parametrize(
+    "flows",
+    [
+        "[{source: a, target: b, standby: true}]",
+        "[{source: a, target: b, policy: identity, standby: true}]",
+        "[{source: a, target: b}, {source: b, target: a, policy: identity, standby: true}]",
+    ],
+)
+def test_standby_only_as_the_way_back_of_an_identity_flow(flows: str) -> None:
+    text = f"name: t\nclusters: {{a: {{}}, b: {{}}}}\nflows: {flows}\n"
+    assert any(".standby: flow" in p and "can only stand by" in p for p in problems(text))
 
 
 def test_prefix_flows_must_share_one_separator() -> None:
