@@ -73,12 +73,17 @@ The transitions
     retention, forgotten for new ids; seek), asked again every cycle until the seek works ->
     :class:`RestartSeekDone`. A failure waiting in the old progress is dropped with it, and the
     resume point moves to the new start.
-15. Keepalive eligibility -> :func:`keepalive_allowed`: no unacknowledged, lost or rebuilt syncs,
+15. Skip requested -> :class:`SkipRequested` (a ``skip_below`` floor of the flow's control
+    document above the position: a failover or a recovery keeps records out): the offsets
+    skipped are reported and a restart at the floor waits, as after retention (14); a pending
+    restart below the floor is raised to it; an operator pause holds on over it, so the resume
+    seeks the floor. Start positions never lie below a floor either (:func:`start_position`).
+16. Keepalive eligibility -> :func:`keepalive_allowed`: no unacknowledged, lost or rebuilt syncs,
     no repair, no restart, no failure, not backing off (an operator pause does not block it).
-16. Stall watching -> :class:`PositionSeen`: only reading partitions; a moved position restarts
+17. Stall watching -> :class:`PositionSeen`: only reading partitions; a moved position restarts
     the watch; one :class:`ReportStall` per stall, after ``stall_warning_s`` without movement
     while the log holds more.
-17. Revoked, lost, shut down: the delivery mode settles and commits (unless lost) and drops the
+18. Revoked, lost, shut down: the delivery mode settles and commits (unless lost) and drops the
     state. No transition here.
 
 Behaviours kept that look questionable, for a later decision:
@@ -128,6 +133,7 @@ __all__ = [
     "RepairStage",
     "ReportLostRecords",
     "ReportRecreatedTopic",
+    "ReportSkipped",
     "ReportStall",
     "RestartProgress",
     "RestartSeekDone",
@@ -135,6 +141,7 @@ __all__ = [
     "RetentionOvertook",
     "Rewind",
     "SeekAndResume",
+    "SkipRequested",
     "StallWatch",
     "StartPosition",
     "SyncRepair",
@@ -406,6 +413,15 @@ class TopicRecreated:
 
 
 @dataclass(frozen=True)
+class SkipRequested:
+    """The flow's control document says: copy nothing of the partition below ``floor`` (a
+    failover or a recovery wrote it; ``next_offset``: the progress's next offset now)."""
+
+    floor: int
+    next_offset: int
+
+
+@dataclass(frozen=True)
 class RestartSeekDone:
     """The seek of a :class:`RestartProgress` worked."""
 
@@ -432,6 +448,7 @@ Event: TypeAlias = (
     | OperatorResume
     | RetentionOvertook
     | TopicRecreated
+    | SkipRequested
     | RestartSeekDone
     | PositionSeen
 )
@@ -496,6 +513,14 @@ class ReportRecreatedTopic:
 
 
 @dataclass(frozen=True)
+class ReportSkipped:
+    """Offsets below a requested floor that will not be copied (``count`` from the position)."""
+
+    count: int
+    floor: int
+
+
+@dataclass(frozen=True)
 class ReportStall:
     """The position has not moved for ``stalled_s`` although the log goes on (a hung
     transaction holds read_committed readers back)."""
@@ -513,6 +538,7 @@ Action: TypeAlias = (
     | RestartProgress
     | ReportLostRecords
     | ReportRecreatedTopic
+    | ReportSkipped
     | ReportStall
 )
 
@@ -578,6 +604,8 @@ def step(
                 return state, ()
             restart = PendingRestart(log_start, (source_id, target_id))
             return replace(state, restart=restart), (ReportRecreatedTopic(log_start),)
+        case SkipRequested(floor, next_offset):
+            return _skip_requested(state, floor, next_offset)
         case RestartSeekDone():
             return replace(state, restart=None), ()
         case PositionSeen(position, log_end):
@@ -664,6 +692,22 @@ def _rebuilt_acknowledged(state: PartitionState) -> PartitionState:
     return replace(state, repair=replace(repair, lost_pending=False))
 
 
+def _skip_requested(state: PartitionState, floor: int, next_offset: int) -> Step:
+    restart = state.restart
+    if restart is not None:
+        # A restart for new topic ids starts another topic: an old floor says nothing of it.
+        if restart.new_topic_ids is not None or restart.at >= floor:
+            return state, ()
+        raised = replace(state, restart=replace(restart, at=floor))
+        return raised, (ReportSkipped(floor - restart.at, floor),)
+    position = next_offset if isinstance(state.hold, Reading) else state.resume_from
+    if position >= floor:
+        return state, ()
+    # The same restart as after retention: a new run of progress at the floor, sealed and
+    # seeked once nothing is in flight; an operator pause holds on over it.
+    return replace(state, restart=PendingRestart(floor)), (ReportSkipped(floor - position, floor),)
+
+
 def _operator_pause(state: PartitionState, next_offset: int) -> Step:
     if isinstance(state.hold, OperatorPaused):
         return state, ()
@@ -732,10 +776,26 @@ def start_position(
     log_end: int,
     flow_start: FlowStart,
     offset_at_timestamp: int | None = None,
+    *,
+    floor: int | None = None,
 ) -> StartPosition:
     """Where to start copying a partition: committed progress, clamped to the log start (the
-    records below it were lost), else the flow's start. ``offset_at_timestamp`` is the answer to
-    :func:`timestamp_to_look_up` (None or negative: no record that late, start at the end)."""
+    records below it were lost), else the flow's start; never below ``floor`` (the flow's
+    ``skip_below``). ``offset_at_timestamp`` is the answer to :func:`timestamp_to_look_up`
+    (None or negative: no record that late, start at the end)."""
+    start = _unfloored_start(committed, log_start, log_end, flow_start, offset_at_timestamp)
+    if floor is None or start.offset >= floor:
+        return start
+    return replace(start, offset=floor, leader_epoch=-1, resumed=False)
+
+
+def _unfloored_start(
+    committed: CommittedProgress | None,
+    log_start: int,
+    log_end: int,
+    flow_start: FlowStart,
+    offset_at_timestamp: int | None,
+) -> StartPosition:
     if committed is not None and _has_progress(committed):
         if committed.offset < log_start:
             return StartPosition(log_start, -1, False, log_start - committed.offset)

@@ -41,10 +41,12 @@ from failover.partition_state import (
     RepairFailed,
     ReportLostRecords,
     ReportRecreatedTopic,
+    ReportSkipped,
     RestartProgress,
     RestartSeekDone,
     RetentionOvertook,
     Rewind,
+    SkipRequested,
     TopicRecreated,
 )
 
@@ -334,8 +336,22 @@ class AtLeastOnce:
                     lane.source.partition,
                     log_start,
                 )
+            case ReportSkipped(count, floor):
+                log.warning(
+                    "skipping %d offset(s) of %s-%s below %d on request (the flow's control "
+                    "document, skip_below): they are not copied to %s",
+                    count,
+                    lane.source.topic,
+                    lane.source.partition,
+                    floor,
+                    self.settings.target_alias,
+                )
             case _:
                 raise AssertionError(f"at-least-once cannot execute {action!r}")
+
+    def skip_below(self, floors: list[tuple[Lane, int]]) -> None:
+        for lane, floor in floors:
+            self.engine.apply(lane, SkipRequested(floor, lane.progress.next_offset))
 
     def _restart(self, lane: Lane, at: int, new_topic_ids: tuple[bytes, bytes] | None) -> None:
         """Finish the runs up to the last record read, then start a fresh run at ``at`` (after

@@ -163,6 +163,11 @@ class Delivery(Protocol):
         """An action of the lane's state machine that only the mode knows how to do."""
         ...
 
+    def skip_below(self, floors: list[tuple[Lane, int]]) -> None:
+        """Copy nothing of each lane below its floor (the control document's ``skip_below``
+        rose above the lane's position): restart its progress there."""
+        ...
+
     def reassign(self, lane: Lane, position: int) -> None:
         """Assign ``lane`` again at ``position`` (a seek the consumer refused); raises
         KafkaException when the consumer refuses that too."""
@@ -571,6 +576,16 @@ class ReplicationEngine:
     def follow_control(self, lanes: list[Lane]) -> None:
         """Pause or resume ``lanes`` as the control document says. A paused partition keeps its
         committed progress; reading resumes where its copying stopped."""
+        control = self.flow_control.control
+        below = [
+            (lane, floor)
+            for lane in lanes
+            if (floor := control.floor(lane.source.topic, lane.source.partition)) is not None
+            and floor > _position(lane)
+        ]
+        if below:
+            # Before resuming: a lane resumed now seeks the floor, not its old position.
+            self.delivery.skip_below(below)
         paused = resumed = 0
         for lane in lanes:
             wanted = self.flow_control.topic_paused(lane.source.topic)
@@ -627,6 +642,9 @@ class ReplicationEngine:
         to the log start (records deleted before they were copied are reported), else the
         flow's start (see :func:`failover.partition_state.start_position`)."""
         consumer = self.consumer
+        # Floors of the control document apply from the first record: read it first.
+        self.flow_control.refresh()
+        control = self.flow_control.control
         marks: dict[tuple[str, int], tuple[int, int]] = {}
         lookups: list[TopicPartition] = []
         for topic, partition, committed in wanted:
@@ -645,7 +663,18 @@ class ReplicationEngine:
         for topic, partition, committed in wanted:
             key = (topic, partition)
             low, high = marks[key]
-            start = start_position(committed, low, high, self.flow_start, found.get(key))
+            floor = control.floor(topic, partition)
+            start = start_position(
+                committed, low, high, self.flow_start, found.get(key), floor=floor
+            )
+            if floor is not None and start.offset == floor:
+                log.warning(
+                    "%s-%s starts at %d: the flow's control document says to copy nothing "
+                    "below it (skip_below)",
+                    topic,
+                    partition,
+                    floor,
+                )
             if start.lost_to_retention:
                 self.stats.records_lost_to_retention += start.lost_to_retention
                 log.error(
@@ -710,3 +739,14 @@ class ReplicationEngine:
                 )
             )
         return reports
+
+
+def _position(lane: Lane) -> int:
+    """Where the lane goes on copying: the next offset while reading, the resume point while
+    held (a backoff, an operator pause), the restart offset once a restart waits."""
+    state = lane.state
+    if state.restart is not None:
+        return state.restart.at
+    if isinstance(state.hold, Reading):
+        return lane.progress.next_offset
+    return state.resume_from

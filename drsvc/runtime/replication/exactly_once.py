@@ -242,6 +242,27 @@ class ExactlyOnce:
         # at-least-once machinery (rewind, sync repair, restart) is ever asked for.
         raise AssertionError(f"exactly-once cannot execute {action!r}")
 
+    def skip_below(self, floors: list[tuple[Lane, int]]) -> None:
+        # A slot starts its partitions at their floors when it is taken (start positions):
+        # commit what it copied, give it up and take it again at once.
+        slots = {lane.slot.number: lane.slot for lane, _ in floors if lane.slot is not None}
+        for lane, floor in floors:
+            log.warning(
+                "flow %s: skipping %s-%s below %d on request (the flow's control document, "
+                "skip_below): those offsets are not copied to %s",
+                self.flow_id,
+                lane.source.topic,
+                lane.source.partition,
+                floor,
+                self.settings.target_alias,
+            )
+        for number, slot in sorted(slots.items()):
+            if self._slots.get(number) is not slot:
+                continue
+            if self._commit(slot):
+                self._release(slot, commit=False)
+                self._retry_at[number] = self.engine.clock.monotonic()
+
     # ------------------------------------------------------------------ the hot path's hooks
 
     def open(self, lane: Lane, now: float) -> Producer | None:

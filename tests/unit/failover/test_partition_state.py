@@ -35,6 +35,7 @@ from failover.partition_state import (
     RepairStage,
     ReportLostRecords,
     ReportRecreatedTopic,
+    ReportSkipped,
     ReportStall,
     RestartProgress,
     RestartSeekDone,
@@ -42,6 +43,7 @@ from failover.partition_state import (
     RetentionOvertook,
     Rewind,
     SeekAndResume,
+    SkipRequested,
     StallWatch,
     StartPosition,
     SyncRepair,
@@ -386,6 +388,54 @@ TRANSITIONS: list[tuple[str, PartitionState, Event, float, PartitionState, tuple
         PartitionState(hold=OperatorPaused(), stall=StallWatch(7, 10.0)),
         (),
     ),
+    (
+        "a floor above a paused partition restarts it there, still paused",
+        PAUSED,
+        SkipRequested(60, 42),
+        100.0,
+        replace(PAUSED, restart=PendingRestart(60)),
+        (ReportSkipped(18, 60),),
+    ),
+    (
+        "a floor above a reading partition restarts it there",
+        COPYING,
+        SkipRequested(60, 50),
+        100.0,
+        replace(COPYING, restart=PendingRestart(60)),
+        (ReportSkipped(10, 60),),
+    ),
+    (
+        "a floor at or below the position changes nothing",
+        COPYING,
+        SkipRequested(50, 50),
+        100.0,
+        COPYING,
+        (),
+    ),
+    (
+        "a floor above a backoff's resume point restarts at the floor",
+        BACKING_OFF,
+        SkipRequested(12, 30),
+        100.0,
+        replace(BACKING_OFF, restart=PendingRestart(12)),
+        (ReportSkipped(2, 12),),
+    ),
+    (
+        "a floor above a pending retention restart raises it",
+        RESTARTING,
+        SkipRequested(120, 90),
+        100.0,
+        PartitionState(restart=PendingRestart(120)),
+        (ReportSkipped(20, 120),),
+    ),
+    (
+        "a floor says nothing of a recreated topic",
+        PartitionState(restart=PendingRestart(0, IDS)),
+        SkipRequested(120, 90),
+        100.0,
+        PartitionState(restart=PendingRestart(0, IDS)),
+        (),
+    ),
 ]
 
 
@@ -479,6 +529,32 @@ def test_start_position(
 
 
 @pytest.mark.parametrize(
+    ("committed", "floor", "expected"),
+    [
+        (CommittedProgress(50, 3), 70, StartPosition(70, -1, False, 0)),
+        (CommittedProgress(50, 3), 50, StartPosition(50, 3, True, 0)),
+        (CommittedProgress(5, 3), 70, StartPosition(70, -1, False, 5)),
+        (None, 70, StartPosition(70, -1, False, 0)),
+        (None, None, StartPosition(10, -1, False, 0)),
+    ],
+)
+def test_a_start_position_never_lies_below_the_floor(
+    committed: CommittedProgress | None, floor: int | None, expected: StartPosition
+) -> None:
+    assert start_position(committed, 10, 100, FlowStart(), floor=floor) == expected
+
+
+def test_a_floor_over_a_pause_seeks_the_floor_on_resume() -> None:
+    state, actions = step(PAUSED, SkipRequested(60, 42), 100.0, POLICY)
+    state, actions = step(state, NothingInFlight(), 100.1, POLICY)
+    assert actions == (RestartProgress(60, None),) and isinstance(state.hold, OperatorPaused)
+    state, _ = step(state, RestartSeekDone(), 100.2, POLICY)
+    state, _ = step(state, OperatorResume(), 100.3, POLICY)
+    state, actions = step(state, TimerFired(), 100.4, POLICY)
+    assert actions == (SeekAndResume(60),)
+
+
+@pytest.mark.parametrize(
     ("committed", "flow_start", "expected"),
     [
         (None, FlowStart("timestamp", 5), 5),
@@ -538,6 +614,7 @@ events: st.SearchStrategy[Event] = st.one_of(
     st.builds(OperatorPause, offsets),
     st.just(OperatorResume()),
     st.builds(RetentionOvertook, offsets, offsets),
+    st.builds(SkipRequested, offsets, offsets),
     st.builds(TopicRecreated, st.sampled_from([b"s1", b"s2"]), st.just(b"t"), offsets),
     st.just(RestartSeekDone()),
     st.builds(PositionSeen, offsets, offsets),

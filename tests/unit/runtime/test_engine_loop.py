@@ -297,6 +297,48 @@ def test_an_operator_pause_stops_copying_and_a_resume_copies_the_rest(delivery: 
             assert set(flow.copied(partition)) == set(flow.source_values(partition))
 
 
+@pytest.mark.parametrize("delivery", MODES)
+def test_a_floor_written_while_paused_keeps_those_records_from_ever_being_copied(
+    delivery: str,
+) -> None:
+    """What a failover's recovery does: the flow is paused for the topic, records it must never
+    copy arrive, then one document sets floors at the end and resumes; what comes next is
+    copied, exactly once in that mode, and the progress reaches the end."""
+    flow = new_flow(delivery)
+    produce(flow, 50)
+    mark = [0]
+
+    def pause() -> None:
+        flow.control[0] = FlowControl(paused_topics=frozenset({TOPIC}))
+
+    def diverge() -> None:
+        produce(flow, 30, first=50)
+        mark[0] = flow.cycles + 200
+
+    def skip_and_resume() -> None:
+        floors = {(TOPIC, p): flow.east.end_offset(TOPIC, p) for p in range(2)}
+        flow.control[0] = FlowControl(skip_below=floors)
+        produce(flow, 20, first=80)
+
+    def copied_the_rest() -> bool:
+        return (
+            all(f"{p}-99".encode() in flow.copied(p) for p in range(2)) and progress_at_end(flow)()
+        )
+
+    flow.run(
+        (both(caught_up(flow), progress_at_end(flow)), pause),
+        (lambda: "paused by the operator" in phases(flow), diverge),
+        (lambda: flow.cycles > mark[0], skip_and_resume),
+        (copied_the_rest, None),
+    )
+    for partition in range(2):
+        wanted = [f"{partition}-{seq}".encode() for seq in [*range(50), *range(80, 100)]]
+        if delivery == "exactly-once":
+            assert flow.copied(partition) == wanted
+        else:
+            assert set(flow.copied(partition)) == set(wanted)
+
+
 def phases(flow: Flow) -> set[str]:
     return {phase(lane.state).value for lane in flow.engine.lanes.values()}
 
