@@ -143,6 +143,12 @@ def register(app: typer.Typer) -> None:
             log.warning(
                 "no Consul agent known: pause, resume and throttle commands will not reach "
                 "this worker"
+                + (
+                    ", and this standby flow will copy nothing (a failover starts its topics "
+                    "through Consul)"
+                    if settings.standby
+                    else ""
+                )
             )
         worker = ReplicationEngine(settings)
 

@@ -83,7 +83,8 @@ def app(cluster_pair: EnvironmentInfo, tmp_path_factory: pytest.TempPathFactory)
         "DRSVC_FAILOVER_LOCK_TTL_S": "2",
         "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
     }
-    with running_workers(topology, ["east->west", "west->east"], tmp):
+    flows = ["east->west", "west->east"]
+    with running_workers(topology, flows, tmp, "--consul", cluster_pair.consul_http_addr):
         wait_until(
             lambda: (
                 f"east.{topic}" in topics_of(bootstraps["west"])

@@ -82,7 +82,8 @@ def test_active_passive_failover_and_failback_read_every_record_exactly_once(
         "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
     }
     consumed: dict[str, list[bytes]] = {g: [] for g in GROUPS}
-    with running_workers(topology, ["east->west", "west->east"], tmp_path):
+    flows = ["east->west", "west->east"]
+    with running_workers(topology, flows, tmp_path, "--consul", cluster_pair.consul_http_addr):
         producer = FollowingProducer(
             consul, app_active_key(namespace, "app"), bootstraps, topic
         ).start()

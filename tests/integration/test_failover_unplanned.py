@@ -113,9 +113,10 @@ def test_unplanned_failover_reports_exactly_what_did_not_cross(
     consumed: dict[str, list[bytes]] = {}
     committed: dict[str, dict[tuple[str, int], int]] = {}
     agent = AgentProcess(topology, tmp_path / "agent.log", tmp_path / "agent-state")
-    forward = WorkerProcess(topology, "east->west", tmp_path / "forward.log")
+    consul = ("--consul", cluster_pair.consul_http_addr)
+    forward = WorkerProcess(topology, "east->west", tmp_path / "forward.log", *consul)
     try:
-        with running_workers(topology, ["west->east"], tmp_path):
+        with running_workers(topology, ["west->east"], tmp_path, *consul):
             wait_until(lambda: caught_up(east, "east->west", topic, PARTITIONS), 90, "replication")
             for group, fraction in zip(GROUPS, (1.0, 0.4), strict=True):
                 consumed[group], committed[group] = consume_part(east, group, [topic], fraction)
@@ -207,7 +208,9 @@ def _recover(
         assert replayed == []
     # The flow from east, running again, copies what east gets from now on and none of them.
     produce(east, topic, _records("after", 0, 20))
-    with running_workers(topology, ["east->west"], tmp_path):
+    with running_workers(
+        topology, ["east->west"], tmp_path, "--consul", cluster_pair.consul_http_addr
+    ):
         wait_until(lambda: caught_up(east, "east->west", topic, PARTITIONS), 90, "replication")
     new_copies = {r.value for r in read_all(west, f"east.{topic}")} - copied_before
     assert new_copies == {v for *_x, v, _h, _t in _records("after", 0, 20)}

@@ -56,7 +56,7 @@ from drsvc.runtime.failover.recovery import SiteRecoverer
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.active import ActiveDocument, decode_active, lease_wait_s, switch
-from failover.errors import FailoverRefused, FormatError, SwitchError
+from failover.errors import FailoverRefused, FormatError, PolicyError, SwitchError
 from failover.failover_plan import (
     DEFAULT_CATCH_UP_TIMEOUT_S,
     Cutoff,
@@ -562,6 +562,8 @@ class FailoverExecutor:
             if translation is None:
                 continue
             for p in translation.partitions:
+                if not self._of_app(app, plan, p.source_topic):
+                    continue
                 if not p.exact or (p.not_replicated or 0) > 0:
                     behind = p.not_replicated or p.pending
                     lags.append(
@@ -571,8 +573,28 @@ class FailoverExecutor:
             lags.extend(
                 f"group {group} {u.topic}: not translated ({u.reason})"
                 for u in translation.unrouted
+                if self._of_app(app, plan, u.topic)
             )
         return lags
+
+    def _of_app(self, app: Application, plan: FailoverPlan, topic: str) -> bool:
+        """Is ``topic`` (a name on the old cluster) one of the application's topics, or a copy
+        of one? Its groups may also hold offsets of topics it no longer reads: those neither
+        hold a failover back nor move."""
+        if topic in app.topics:
+            return True
+        flows = [
+            f
+            for f in self._topology.flows
+            if {f.source, f.target} == {plan.from_cluster, plan.to_cluster}
+        ]
+        for flow in flows:
+            try:
+                if self._topology.policy_for(flow).original_topic(topic) in app.topics:
+                    return True
+            except PolicyError:
+                continue
+        return False
 
     def _set_offsets(self, app: Application, record: FailoverRecord, lock: Lock) -> _StepResult:
         plan = record.plan
@@ -650,6 +672,8 @@ class FailoverExecutor:
                 continue
             unknown = []
             for p in translation.partitions:
+                if not self._of_app(app, plan, p.source_topic):
+                    continue
                 if p.target_offset is None:
                     unknown.append(UnknownTranslation(p.topic, p.partition, p.reason))
                     continue
@@ -675,7 +699,7 @@ class FailoverExecutor:
         groups = set(app.groups)
         unknown: dict[str, list[UnknownTranslation]] = {}
         for key, checkpoint in sorted(checkpoints.items()):
-            if key.group not in groups:
+            if key.group not in groups or not self._of_app(app, plan, checkpoint.source_topic):
                 continue
             if checkpoint.target_offset is None:
                 unknown.setdefault(key.group, []).append(

@@ -495,6 +495,9 @@ class AtLeastOnce:
                 )
             )
         consumer.assign(assigned)
+        # A partition paused before a rebalance stays paused in the consumer when it comes
+        # back: start from unpaused, then follow the control.
+        consumer.resume(assigned)
         engine.follow_control([engine.lanes[(tp.topic, tp.partition)] for tp in assigned])
         log.info("flow %s took %d partition(s)", self.settings.flow_id, len(assigned))
 

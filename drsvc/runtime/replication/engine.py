@@ -584,10 +584,13 @@ class ReplicationEngine:
             and floor > _position(lane)
         ]
         if below:
-            # Before resuming: a lane resumed now seeks the floor, not its old position.
+            # Before resuming: a lane resumed now seeks the floor, not its old position (or,
+            # exactly once, its slot is taken again and its lanes replaced).
             self.delivery.skip_below(below)
         paused = resumed = 0
         for lane in lanes:
+            if self.lanes.get(lane.key) is not lane:
+                continue
             wanted = self.flow_control.topic_paused(lane.source.topic)
             operator_paused = isinstance(lane.state.hold, OperatorPaused)
             if wanted and not operator_paused:

@@ -718,6 +718,9 @@ class ExactlyOnce:
                     for lane in lanes
                 ]
             )
+            # A partition paused under the slot's previous lanes stays paused in the consumer
+            # across unassign and assign: start from unpaused, then follow the control.
+            engine.consumer.resume([lane.source for lane in lanes])
             engine.follow_control(lanes)
 
     def _unassign(self, slot: Slot) -> None:

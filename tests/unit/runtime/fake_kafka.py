@@ -984,6 +984,9 @@ class FakeConsumer:
         #: errors of asynchronous commits (confluent-kafka hands them to on_commit, if set)
         self.failed_commits: list[KafkaError] = []
         self._fetches: dict[TP, _Fetch] = {}
+        #: partitions paused by the application: librdkafka keeps a partition paused across
+        #: unassign and a later assign, until it is resumed
+        self._paused: set[tuple[str, int]] = set()
         self._subscription: tuple[str, ...] | None = None
         self._on_assign: RebalanceCallback | None = None
         self._on_revoke: RebalanceCallback | None = None
@@ -1129,7 +1132,7 @@ class FakeConsumer:
         self._check_open()
         self._check_unique(partitions)
         self._assigned_in_callback = True
-        self._fetches = {(tp.topic, tp.partition): _Fetch(tp.offset) for tp in partitions}
+        self._fetches = {(tp.topic, tp.partition): self._new_fetch(tp) for tp in partitions}
 
     def unassign(self) -> None:
         self._check_open()
@@ -1147,7 +1150,7 @@ class FakeConsumer:
                 )
         self._assigned_in_callback = True
         for tp in partitions:
-            self._fetches[(tp.topic, tp.partition)] = _Fetch(tp.offset)
+            self._fetches[(tp.topic, tp.partition)] = self._new_fetch(tp)
 
     def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
         self._check_open()
@@ -1194,6 +1197,7 @@ class FakeConsumer:
             fetch = self._fetches.get((tp.topic, tp.partition))
             if fetch is not None:
                 fetch.paused = True
+                self._paused.add((tp.topic, tp.partition))
 
     def resume(self, partitions: Sequence[TopicPartition]) -> None:
         self._check_open()
@@ -1201,6 +1205,10 @@ class FakeConsumer:
             fetch = self._fetches.get((tp.topic, tp.partition))
             if fetch is not None:
                 fetch.paused = False
+            self._paused.discard((tp.topic, tp.partition))
+
+    def _new_fetch(self, tp: TopicPartition) -> _Fetch:
+        return _Fetch(tp.offset, paused=(tp.topic, tp.partition) in self._paused)
 
     def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
         """The next offset to fetch per partition; -1001 when not known yet (or unassigned)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from fake_failover_clusters import FakeFailoverClusters, exact
@@ -162,6 +163,17 @@ def test_a_second_failover_while_one_runs_is_refused_naming_it(
     with pytest.raises(FailoverRefused, match="f-other"):
         _executor(store, clusters, clock).start(FailoverRequest("app", "west"))
     assert _active(store).cluster == "east"
+
+
+def test_offsets_of_topics_the_application_does_not_list_neither_block_nor_move(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
+) -> None:
+    stale = replace(exact("retired", 0, 5, "east.retired", 5), target_offset=None, reason="x")
+    clusters.translations[("g1", "east", "west")].append(stale)
+    record = _executor(store, clusters, clock).start(FailoverRequest("app", "west"))
+    assert record.state is FailoverState.COMPLETED
+    assert all(g.source_topic == TOPIC for g in record.groups)
+    assert ("east.retired", 0) not in clusters.committed[("west", "g1")]
 
 
 def test_a_finished_failover_whose_executor_died_holding_the_lock_does_not_block_the_next(
