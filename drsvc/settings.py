@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,6 +47,11 @@ class Settings(BaseModel):
         gt=0,
         description="How long `drsvc dev up` waits for brokers and Consul to become ready "
         "(DRSVC_START_TIMEOUT_S).",
+    )
+    consul_layout: Literal["single", "per-site"] = Field(
+        default="single",
+        description="How `drsvc dev up` runs Consul in a new environment "
+        "(DRSVC_CONSUL_LAYOUT): one server, or one per site plus a witness.",
     )
 
     failover_lock_ttl_s: float = Field(

@@ -44,6 +44,10 @@ class ConsulClient:
         """The address of the Raft leader, or "" while there is none."""
         return str(self._call("status/leader", self._consul.status.leader) or "")
 
+    def peers(self) -> list[str]:
+        """The Raft peers (server addresses) the cluster has now."""
+        return [str(p) for p in self._call("status/peers", self._consul.status.peers) or []]
+
     def register_tcp_service(
         self,
         name: str,

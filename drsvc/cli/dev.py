@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.console import Console
@@ -12,6 +12,8 @@ from rich.table import Table
 
 from drsvc.devenv.environment import LocalEnvironment, parse_aliases
 from drsvc.devenv.smoke import run_smoke
+from drsvc.devenv.state import ConsulLayout
+from drsvc.errors import ConfigError
 from drsvc.settings import Settings
 
 StateDirOption = Annotated[
@@ -50,17 +52,35 @@ def build_app() -> typer.Typer:
         as_json: Annotated[
             bool, typer.Option("--json", help="Print one JSON object with the addresses.")
         ] = False,
+        consul_layout: Annotated[
+            str | None,
+            typer.Option(
+                "--consul-layout",
+                help="single: one Consul server (default); per-site: one per cluster plus a "
+                "witness, so losing a site leaves Consul working. Chosen when the "
+                "environment is created (or DRSVC_CONSUL_LAYOUT).",
+            ),
+        ] = None,
         state_dir: StateDirOption = None,
     ) -> None:
-        """Start a KRaft cluster per alias and a Consul server agent; idempotent."""
+        """Start a KRaft cluster per alias and Consul; idempotent."""
+        if consul_layout not in (None, "single", "per-site"):
+            raise ConfigError(f"--consul-layout must be single or per-site (got {consul_layout!r})")
         env = _environment(state_dir)
-        info = env.up(parse_aliases(clusters), brokers=brokers, progress=progress)
+        info = env.up(
+            parse_aliases(clusters),
+            brokers=brokers,
+            progress=progress,
+            consul_layout=cast("ConsulLayout | None", consul_layout),
+        )
         if as_json:
             typer.echo(json.dumps(info.to_json_dict()))
             return
         for alias, bootstrap in sorted(info.clusters.items()):
             typer.echo(f"{alias}: {bootstrap}")
         typer.echo(f"consul: {info.consul_http_addr}")
+        for site, address in sorted(info.consul_sites.items()):
+            typer.echo(f"consul {site}: {address}")
 
     @app.command()
     def down(

@@ -1,13 +1,16 @@
 """The local Consul server agent: configuration and process.
 
-It runs as a single-server cluster with a data directory (not ``-dev``), so KV data, sessions and
-registered services survive an agent restart. Update checks are off (they would call out to the
+In the ``single`` layout one server is the whole Consul cluster; in ``per-site`` each site has a
+server and a third "witness" server joins them, one quorum of three, so losing a site leaves two.
+Servers keep a data directory (not ``-dev``), so KV data, sessions and registered services
+survive an agent restart. Update checks are off (they would call out to the
 internet) and every port but HTTP, server RPC and serf is disabled.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from drsvc.devenv.components import ConsulInstall
@@ -17,16 +20,26 @@ from drsvc.devenv.state import ConsulAgentState
 NODE_NAME = "drsvc-local"
 
 
-def agent_dir(state_dir: Path) -> Path:
-    return state_dir / "consul"
+def agent_dir(state_dir: Path, agent: ConsulAgentState) -> Path:
+    base = state_dir / "consul"
+    return base if agent.site is None else base / agent.site
 
 
-def agent_config(agent: ConsulAgentState, data_dir: Path) -> dict[str, object]:
-    """The agent configuration (Consul reads JSON config files as well as HCL)."""
-    return {
-        "node_name": NODE_NAME,
+def node_name(agent: ConsulAgentState) -> str:
+    return NODE_NAME if agent.site is None else f"drsvc-{agent.site}"
+
+
+def agent_config(
+    agent: ConsulAgentState, data_dir: Path, peers: Sequence[ConsulAgentState] = ()
+) -> dict[str, object]:
+    """The agent configuration (Consul reads JSON config files as well as HCL). With ``peers``
+    (the other servers of the per-site layout) the servers form one quorum: each expects all of
+    them before the first election and keeps retrying to join the others, so a restarted server
+    finds its way back."""
+    config: dict[str, object] = {
+        "node_name": node_name(agent),
         "server": True,
-        "bootstrap_expect": 1,
+        "bootstrap_expect": 1 + len(peers),
         "data_dir": str(data_dir),
         "bind_addr": agent.host,
         "advertise_addr": agent.host,
@@ -44,30 +57,36 @@ def agent_config(agent: ConsulAgentState, data_dir: Path) -> dict[str, object]:
         "disable_update_check": True,
         "ui_config": {"enabled": False},
         "log_level": "INFO",
-        # Elect the single server quickly after a restart.
+        # Elect a leader quickly after a restart or the loss of one.
         "performance": {"raft_multiplier": 1},
-        # Failover leases in later issues use short session TTLs.
+        # Failover leases use short session TTLs.
         "session_ttl_min": "1s",
         "leave_on_terminate": False,
         "skip_leave_on_interrupt": True,
     }
+    if peers:
+        config["retry_join"] = [f"{p.host}:{p.serf_lan_port}" for p in peers]
+        config["retry_interval"] = "1s"
+    return config
 
 
-def prepare(state_dir: Path, agent: ConsulAgentState) -> Path:
-    base = agent_dir(state_dir)
+def prepare(
+    state_dir: Path, agent: ConsulAgentState, peers: Sequence[ConsulAgentState] = ()
+) -> Path:
+    base = agent_dir(state_dir, agent)
     (base / "data").mkdir(parents=True, exist_ok=True)
     (base / "logs").mkdir(parents=True, exist_ok=True)
     config_file = base / "agent.json"
-    config_file.write_text(json.dumps(agent_config(agent, base / "data"), indent=2))
+    config_file.write_text(json.dumps(agent_config(agent, base / "data", peers), indent=2))
     return config_file
 
 
 def start(state_dir: Path, agent: ConsulAgentState, consul: ConsulInstall) -> ProcessHandle:
-    base = agent_dir(state_dir)
+    base = agent_dir(state_dir, agent)
     cmd = [str(consul.binary), "agent", f"-config-file={base / 'agent.json'}"]
-    handle, _ = spawn(cmd, log_file=log_file(state_dir), cwd=base)
+    handle, _ = spawn(cmd, log_file=log_file(state_dir, agent), cwd=base)
     return handle
 
 
-def log_file(state_dir: Path) -> Path:
-    return agent_dir(state_dir) / "logs" / "consul.log"
+def log_file(state_dir: Path, agent: ConsulAgentState) -> Path:
+    return agent_dir(state_dir, agent) / "logs" / "consul.log"

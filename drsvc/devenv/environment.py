@@ -24,8 +24,10 @@ from drsvc.devenv.components import Components, load_components
 from drsvc.devenv.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.devenv.processes import is_alive, stop_all
 from drsvc.devenv.state import (
+    WITNESS_SITE,
     BrokerNode,
     ConsulAgentState,
+    ConsulLayout,
     EnvState,
     KafkaSite,
     StateStore,
@@ -54,12 +56,15 @@ class EnvironmentInfo:
     """Where to reach what the local environment runs."""
 
     clusters: dict[str, str]
+    #: an agent that runs (per-site: the first site's, else another that runs)
     consul_http_addr: str | None
+    #: per-site layout: every site's agent (the witness included); empty for ``single``
+    consul_sites: dict[str, str] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, object]:
         return {
             "clusters": {a: {"bootstrap_servers": b} for a, b in sorted(self.clusters.items())},
-            "consul": {"http_addr": self.consul_http_addr},
+            "consul": {"http_addr": self.consul_http_addr, "sites": dict(self.consul_sites)},
         }
 
 
@@ -130,9 +135,13 @@ class LocalEnvironment:
 
     def info(self) -> EnvironmentInfo:
         state = self.store.load()
+        agents = state.consul_agents()
+        alive = [a for a in agents if a.process is not None and is_alive(a.process)]
+        chosen = next(iter(alive or agents), None)
         return EnvironmentInfo(
             clusters={alias: site.bootstrap_servers for alias, site in state.sites.items()},
-            consul_http_addr=state.consul.http_addr if state.consul else None,
+            consul_http_addr=chosen.http_addr if chosen is not None else None,
+            consul_sites={a.site: a.http_addr for a in state.consul_servers if a.site is not None},
         )
 
     def bootstrap_servers(self, alias: str) -> str:
@@ -150,17 +159,16 @@ class LocalEnvironment:
     def status(self) -> EnvironmentStatus:
         state = self.store.load()
         rows: list[ProcessStatus] = []
-        if state.consul is not None:
-            agent = state.consul
+        for agent in state.consul_agents():
             rows.append(
                 ProcessStatus(
-                    site="-",
+                    site=agent.site or "-",
                     role="consul",
                     address=agent.http_addr,
                     pid=agent.process.pid if agent.process else None,
                     running=agent.process is not None and is_alive(agent.process),
                     listening=port_accepts(agent.host, agent.http_port),
-                    log_file=consul_agent.log_file(self.state_dir),
+                    log_file=consul_agent.log_file(self.state_dir, agent),
                 )
             )
         for alias, site in sorted(state.sites.items()):
@@ -186,8 +194,14 @@ class LocalEnvironment:
         brokers: int | None = None,
         progress: Progress = _quiet,
         broker_overrides: Mapping[str, Mapping[str, object]] | None = None,
+        consul_layout: ConsulLayout | None = None,
     ) -> EnvironmentInfo:
-        """Start (or keep running) a cluster per alias and the Consul agent; wait until ready.
+        """Start (or keep running) a cluster per alias and the Consul agent(s); wait until ready.
+
+        ``consul_layout``: ``single`` (one server, the default) or ``per-site`` (a server per
+        alias of the first ``up`` plus a witness: one quorum of three for two sites, so losing
+        a site leaves Consul working). An environment keeps the layout it was created with;
+        asking for the other one is an error.
 
         ``broker_overrides`` maps aliases (of ``aliases``) to broker properties that replace the
         environment's defaults, e.g. ``{"short": {"offsets.retention.minutes": "1"}}``. They are
@@ -201,6 +215,8 @@ class LocalEnvironment:
             state = self.store.load()
             for alias, wanted in overrides.items():
                 _check_same_overrides(state, alias, wanted)
+            layout = consul_layout or self.settings.consul_layout
+            _choose_layout(state, layout, aliases, explicit=consul_layout)
             components = self._components()
             self._start_consul(state, components, progress)
             # Start every site first and wait afterwards: the JVMs boot in parallel.
@@ -226,54 +242,86 @@ class LocalEnvironment:
         return load_components(self.settings.cache_dir)
 
     def _start_consul(self, state: EnvState, components: Components, progress: Progress) -> None:
-        if state.consul is None:
-            http, server, lan, wan = allocate_ports(LOCAL_HOST, 4)
-            state.consul = ConsulAgentState(
-                host=LOCAL_HOST,
-                http_port=http,
-                server_port=server,
-                serf_lan_port=lan,
-                serf_wan_port=wan,
-            )
+        if state.consul_layout == "single" and state.consul is None:
+            state.consul = self._new_agent(None)
             self.store.save(state)
-        agent = state.consul
-        if agent.process is not None and is_alive(agent.process):
-            progress(f"consul: already running at {agent.http_addr}")
-            return
-        for what, port in (
-            ("the Consul HTTP API", agent.http_port),
-            ("Consul server RPC", agent.server_port),
-            ("Consul serf LAN", agent.serf_lan_port),
-            ("Consul serf WAN", agent.serf_wan_port),
-        ):
-            ensure_free(agent.host, port, what)
-        consul_agent.prepare(self.state_dir, agent)
-        progress(f"consul: starting agent {components.consul.version} at {agent.http_addr}")
-        agent.process = consul_agent.start(self.state_dir, agent, components.consul)
-        self.store.save(state)
+        agents = state.consul_agents()
+        for agent in agents:
+            if agent.process is not None and is_alive(agent.process):
+                progress(f"consul{_site_label(agent)}: already running at {agent.http_addr}")
+                continue
+            for what, port in (
+                ("the Consul HTTP API", agent.http_port),
+                ("Consul server RPC", agent.server_port),
+                ("Consul serf LAN", agent.serf_lan_port),
+                ("Consul serf WAN", agent.serf_wan_port),
+            ):
+                ensure_free(agent.host, port, what)
+            peers = [a for a in agents if a is not agent]
+            consul_agent.prepare(self.state_dir, agent, peers)
+            progress(
+                f"consul{_site_label(agent)}: starting agent {components.consul.version} at "
+                f"{agent.http_addr}"
+            )
+            agent.process = consul_agent.start(self.state_dir, agent, components.consul)
+            self.store.save(state)
+
+    @staticmethod
+    def _new_agent(site: str | None) -> ConsulAgentState:
+        return new_agents([site])[0]
 
     def _wait_consul_ready(self, state: EnvState, progress: Progress) -> None:
-        agent = state.consul
-        assert agent is not None and agent.process is not None
-        client = ConsulClient(agent.http_addr, timeout_s=2.0)
-        log = consul_agent.log_file(self.state_dir)
+        """Every agent runs, one of them knows a leader, and every server is a Raft peer
+        (a restarted server has rejoined)."""
+        agents = state.consul_agents()
         deadline = time.monotonic() + self.settings.start_timeout_s
         while True:
-            if not is_alive(agent.process):
-                raise ProcessStartError("the Consul agent", "the process exited", log)
-            try:
-                if client.leader():
-                    progress(f"consul: ready at {agent.http_addr}")
-                    return
-            except CoordinatorUnavailableError:
-                pass
+            for agent in agents:
+                assert agent.process is not None
+                if not is_alive(agent.process):
+                    raise ProcessStartError(
+                        f"the Consul agent{_site_label(agent)}",
+                        "the process exited",
+                        consul_agent.log_file(self.state_dir, agent),
+                    )
+            if self._consul_quorum(agents):
+                names = ", ".join(a.site or "local" for a in agents)
+                progress(f"consul: ready ({len(agents)} server(s): {names})")
+                return
             if time.monotonic() > deadline:
                 raise ProcessStartError(
-                    "the Consul agent",
-                    f"no Raft leader after {self.settings.start_timeout_s:.0f}s",
-                    log,
+                    "the Consul agent" + ("s" if len(agents) > 1 else ""),
+                    f"no Raft leader with all {len(agents)} server(s) after "
+                    f"{self.settings.start_timeout_s:.0f}s",
+                    consul_agent.log_file(self.state_dir, agents[0]),
                 )
             time.sleep(0.3)
+
+    @staticmethod
+    def _consul_quorum(agents: Sequence[ConsulAgentState]) -> bool:
+        for agent in agents:
+            client = ConsulClient(agent.http_addr, timeout_s=2.0)
+            try:
+                if not client.leader() or len(client.peers()) < len(agents):
+                    return False
+            except CoordinatorUnavailableError:
+                return False
+        return True
+
+    def stop_consul_site(self, site: str) -> None:
+        """Kill one site's Consul server (SIGKILL, as a lost site); ``up`` brings it back."""
+        with self.store.locked():
+            state = self.store.load()
+            agent = state.consul_agent_of(site)
+            if agent is None:
+                known = ", ".join(a.site or "-" for a in state.consul_servers) or "none"
+                raise ConfigError(
+                    f"no Consul server of site {site!r} (the per-site layout has: {known})"
+                )
+            if agent.process is not None:
+                stop_all([agent.process], grace_s=0.0)
+            agent.process = None
+            self.store.save(state)
 
     def _start_site(
         self,
@@ -393,11 +441,14 @@ class LocalEnvironment:
     def _register_services(
         self, state: EnvState, aliases: Sequence[str], progress: Progress
     ) -> None:
-        agent = state.consul
-        assert agent is not None
-        client = ConsulClient(agent.http_addr)
+        agents = state.consul_agents()
+        assert agents
+        clients: dict[str, ConsulClient] = {}
         for alias in aliases:
             site = state.sites[alias]
+            # Each site's services live on its own agent; sites without one use the first.
+            agent = state.consul_agent_of(alias) or agents[0]
+            client = clients.setdefault(alias, ConsulClient(agent.http_addr))
             client.register_tcp_service(
                 f"kafka-{alias}",
                 address=site.host,
@@ -407,8 +458,9 @@ class LocalEnvironment:
             )
         deadline = time.monotonic() + 30.0
         pending = [f"kafka-{a}" for a in aliases]
+        reader = ConsulClient(agents[0].http_addr)
         while pending:
-            pending = [name for name in pending if not client.service_passing(name)]
+            pending = [name for name in pending if not reader.service_passing(name)]
             if not pending:
                 break
             if time.monotonic() > deadline:
@@ -460,20 +512,72 @@ class LocalEnvironment:
                 for node in site.nodes:
                     node.process = None
             self.store.save(state)
-            if state.consul is not None and state.consul.process is not None:
-                if is_alive(state.consul.process):
-                    progress("consul: stopping agent")
-                    stopped.append(state.consul.process)
+            agents = [a for a in state.consul_agents() if a.process is not None]
+            if agents:
+                running = [a.process for a in agents if a.process and is_alive(a.process)]
+                if running:
+                    progress(f"consul: stopping {len(running)} agent(s)")
+                    stopped.extend(running)
                 try:
-                    stop_all([state.consul.process], grace_s=10.0)
+                    stop_all([a.process for a in agents if a.process], grace_s=10.0)
                 except OSError as err:
-                    raise LocalEnvError(f"could not stop the Consul agent: {err}") from err
-                state.consul.process = None
+                    raise LocalEnvError(f"could not stop the Consul agents: {err}") from err
+                for agent in agents:
+                    agent.process = None
                 self.store.save(state)
         if purge:
             shutil.rmtree(self.state_dir, ignore_errors=False)
             progress(f"removed {self.state_dir}")
         return len(stopped)
+
+
+def _choose_layout(
+    state: EnvState, wanted: ConsulLayout, aliases: Sequence[str], explicit: str | None
+) -> None:
+    """Record the Consul layout of a new environment; refuse another one for an existing one.
+    The per-site servers are those of the first ``up``'s sites plus the witness (clusters added
+    later register with the first site's agent: the quorum does not change under a running
+    environment)."""
+    created = bool(state.consul_agents())
+    if created:
+        if explicit is not None and explicit != state.consul_layout:
+            raise ConfigError(
+                f"the local environment in its state directory runs Consul as "
+                f"{state.consul_layout!r}, not {explicit!r}; run 'drsvc dev down' (with --purge: "
+                "the Consul data belongs to the layout) to change it"
+            )
+        return
+    state.consul_layout = wanted
+    if wanted == "single":
+        return
+    if len(aliases) < 2:
+        raise ConfigError(
+            "--consul-layout per-site needs two or more clusters (sites), e.g. --clusters "
+            "east,west: each gets a Consul server and a witness makes the third"
+        )
+    if WITNESS_SITE in aliases:
+        raise ConfigError(f"{WITNESS_SITE!r} names the third Consul server; use another alias")
+    state.consul_servers = new_agents([*aliases, WITNESS_SITE])
+
+
+def new_agents(sites: Sequence[str | None]) -> list[ConsulAgentState]:
+    """Agents for ``sites``, with ports allocated in one go (so no two share one)."""
+    ports = allocate_ports(LOCAL_HOST, 4 * len(sites))
+    return [
+        ConsulAgentState(
+            site=site,
+            host=LOCAL_HOST,
+            http_port=ports[4 * i],
+            server_port=ports[4 * i + 1],
+            serf_lan_port=ports[4 * i + 2],
+            serf_wan_port=ports[4 * i + 3],
+        )
+        for i, site in enumerate(sites)
+    ]
+
+
+def _site_label(agent: ConsulAgentState) -> str:
+    return "" if agent.site is None else f" {agent.site}"
 
 
 def _checked_overrides(

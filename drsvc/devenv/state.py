@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -55,9 +56,11 @@ class KafkaSite(BaseModel):
 
 
 class ConsulAgentState(BaseModel):
-    """The Consul server agent (one for the whole local environment)."""
+    """A Consul server agent: the only one (layout ``single``), or one site's (``per-site``)."""
 
     model_config = ConfigDict(extra="forbid")
+    #: the site whose agent this is (a cluster alias, or ``witness``); None: the single agent
+    site: str | None = None
     host: str = "127.0.0.1"
     http_port: int
     server_port: int
@@ -70,11 +73,33 @@ class ConsulAgentState(BaseModel):
         return f"{self.host}:{self.http_port}"
 
 
+ConsulLayout = Literal["single", "per-site"]
+
+#: the site name of the third Consul server of the per-site layout
+WITNESS_SITE = "witness"
+
+
 class EnvState(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format: int = STATE_FORMAT
     sites: dict[str, KafkaSite] = Field(default_factory=dict)
+    #: the agent of the ``single`` layout
     consul: ConsulAgentState | None = None
+    consul_layout: ConsulLayout = "single"
+    #: the servers of the ``per-site`` layout: one per site of the first ``up``, and a witness
+    consul_servers: list[ConsulAgentState] = Field(default_factory=list)
+
+    def consul_agents(self) -> list[ConsulAgentState]:
+        """Every Consul agent of the environment, whatever the layout."""
+        return (
+            list(self.consul_servers)
+            if self.consul_layout == "per-site"
+            else ([self.consul] if self.consul is not None else [])
+        )
+
+    def consul_agent_of(self, site: str) -> ConsulAgentState | None:
+        """The agent a site's processes talk to: its own server, else none of its own."""
+        return next((a for a in self.consul_servers if a.site == site), None)
 
 
 class StateStore:

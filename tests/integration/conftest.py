@@ -1,8 +1,9 @@
 """Session-scoped real environments shared by the integration tests.
 
-One local environment (real KRaft brokers and a real Consul server agent) is started per test
-session in a temporary state directory and stopped at the end. Fixtures that need more clusters add
-them to the same environment, so the pair ``east``/``west`` is reused by the aggregation trio.
+One local environment (real KRaft brokers and real Consul servers, one per site plus a witness) is
+started per test session in a temporary state directory and stopped at the end. Fixtures that
+need more clusters add them to the same environment, so the pair ``east``/``west`` is reused by
+the aggregation trio.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ AGGREGATE = "agg"
 def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEnvironment]:
     """The session's local environment (started lazily by the fixtures below)."""
     state_dir: Path = tmp_path_factory.mktemp("drsvc-state")
-    env = LocalEnvironment(Settings.from_env(state_dir=state_dir))
+    # Consul as in production: a server per site of the first clusters started (east, west)
+    # and a witness, one quorum; every site's processes may talk to their own site's agent.
+    env = LocalEnvironment(Settings.from_env(state_dir=state_dir, consul_layout="per-site"))
     try:
         yield env
     finally:

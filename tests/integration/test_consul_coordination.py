@@ -16,14 +16,14 @@ import requests
 
 from drsvc.adapters.consul_coordination import ConsulCoordinator, ConsulLock
 from drsvc.adapters.coordination import Delete, Put
-from drsvc.devenv.environment import LocalEnvironment
+from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.errors import ConflictError, LockLostError
 
 
 @pytest.fixture(scope="module")
-def consul_addr(local_env: LocalEnvironment) -> str:
-    # No Kafka site is needed: with no aliases the environment starts (or keeps) Consul only.
-    addr = local_env.up([]).consul_http_addr
+def consul_addr(cluster_pair: EnvironmentInfo) -> str:
+    # The session's Consul (one server per site plus a witness); the clusters are not used.
+    addr = cluster_pair.consul_http_addr
     assert addr is not None
     return addr
 

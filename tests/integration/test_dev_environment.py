@@ -84,7 +84,10 @@ def test_the_cli_prints_exactly_one_json_object(
     document = json.loads(out.stdout)
     assert document["clusters"]["east"] == {"bootstrap_servers": cluster_pair.clusters["east"]}
     assert document["clusters"]["west"] == {"bootstrap_servers": cluster_pair.clusters["west"]}
-    assert document["consul"] == {"http_addr": cluster_pair.consul_http_addr}
+    assert document["consul"] == {
+        "http_addr": cluster_pair.consul_http_addr,
+        "sites": cluster_pair.consul_sites,
+    }
 
     status = subprocess.run(
         [*DRSVC, "dev", "status", "--json", "--state-dir", str(local_env.state_dir)],
@@ -95,7 +98,10 @@ def test_the_cli_prints_exactly_one_json_object(
     )
     report = json.loads(status.stdout)
     assert report["all_running"] is True
-    assert {p["site"] for p in report["processes"]} >= {"-", "east", "west"}
+    sites = {(p["site"], p["role"]) for p in report["processes"]}
+    # The session runs Consul per site: a server on east, on west and on the witness.
+    assert {("east", "consul"), ("west", "consul"), ("witness", "consul")} <= sites
+    assert {site for site, _role in sites} >= {"east", "west"}
 
 
 def test_aggregation_trio_has_three_sources_and_an_aggregate(

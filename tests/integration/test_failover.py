@@ -35,7 +35,9 @@ from replication_support import create, running_workers, topics_of
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.adapters.kafka_admin import committed_offsets
-from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.devenv.state import StateStore
+from drsvc.errors import CoordinatorUnavailableError
 from failover.naming import app_active_key, consul_prefix
 
 pytestmark = pytest.mark.timeout(600)
@@ -215,6 +217,23 @@ def test_refusals_say_why(app: App) -> None:
     assert code == 1 and "already active" in err and doc["state"] == "refused"
 
 
+def test_apps_shows_where_the_application_is_active_and_what_a_move_would_cost(app: App) -> None:
+    here = active_cluster(app.consul, app.namespace)
+    code, rows, err = app.cli("apps", "--json")
+    assert code == 0, err
+    (row,) = rows  # type: ignore[misc]
+    assert (row["app"], row["active"], row["preferred"], row["running"]) == (
+        "app",
+        here,
+        "east",
+        None,
+    )
+    assert isinstance(row["epoch"], int)
+    groups = {g["group"]: g for g in row["groups"]}
+    assert set(groups) == set(GROUPS)
+    assert all(g["to"] != here and g["would_lose"] is not None for g in groups.values()), groups
+
+
 def test_a_target_group_with_live_members_is_refused(app: App) -> None:
     here = active_cluster(app.consul, app.namespace)
     assert here is not None
@@ -230,3 +249,44 @@ def test_a_target_group_with_live_members_is_refused(app: App) -> None:
         assert active_cluster(app.consul, app.namespace) == here
     finally:
         member.close()
+
+
+def test_failover_works_through_the_other_two_consul_servers_when_one_site_s_is_killed(
+    app: App, local_env: LocalEnvironment, cluster_pair: EnvironmentInfo
+) -> None:
+    assert set(cluster_pair.consul_sites) == {"east", "west", "witness"}
+    here = active_cluster(app.consul, app.namespace)
+    assert here is not None
+    there = "west" if here == "east" else "east"
+    west_agent = ConsulClient(cluster_pair.consul_sites["west"])
+    east_server = StateStore(local_env.state_dir).load().consul_agent_of("east")
+    assert east_server is not None
+    gone = f"{east_server.host}:{east_server.server_port}"
+    try:
+        local_env.stop_consul_site("east")
+        # The two servers left keep their leader, or elect one within seconds.
+        wait_until(lambda: _leader_other_than(west_agent, gone), 60, "a leader that is not east's")
+        code, doc, err = app.cli(
+            "failover",
+            "--app",
+            "app",
+            "--to",
+            there,
+            "--json",
+            extra_env={"DRSVC_CONSUL_HTTP_ADDR": cluster_pair.consul_sites["west"]},
+        )
+        assert code == 0, err
+        assert doc["state"] == "completed" and doc["to"] == there
+        assert active_cluster(west_agent, app.namespace) == there
+    finally:
+        local_env.up(["east", "west"])
+    # East's server is back in the quorum and sees what was written without it.
+    assert active_cluster(ConsulClient(cluster_pair.consul_sites["east"]), app.namespace) == there
+
+
+def _leader_other_than(client: ConsulClient, gone: str) -> bool:
+    try:
+        leader = client.leader()
+    except CoordinatorUnavailableError:
+        return False
+    return bool(leader) and leader != gone

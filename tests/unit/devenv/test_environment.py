@@ -49,5 +49,10 @@ def test_info_json_has_the_documented_shape() -> None:
     info = EnvironmentInfo(clusters={"west": "h:2", "east": "h:1"}, consul_http_addr="h:3")
     assert info.to_json_dict() == {
         "clusters": {"east": {"bootstrap_servers": "h:1"}, "west": {"bootstrap_servers": "h:2"}},
-        "consul": {"http_addr": "h:3"},
+        "consul": {"http_addr": "h:3", "sites": {}},
+    }
+    per_site = EnvironmentInfo({}, "h:3", consul_sites={"east": "h:3", "witness": "h:4"})
+    assert per_site.to_json_dict()["consul"] == {
+        "http_addr": "h:3",
+        "sites": {"east": "h:3", "witness": "h:4"},
     }
