@@ -195,6 +195,7 @@ class LocalEnvironment:
         progress: Progress = _quiet,
         broker_overrides: Mapping[str, Mapping[str, object]] | None = None,
         consul_layout: ConsulLayout | None = None,
+        consul_only: bool = False,
     ) -> EnvironmentInfo:
         """Start (or keep running) a cluster per alias and the Consul agent(s); wait until ready.
 
@@ -207,6 +208,10 @@ class LocalEnvironment:
         environment's defaults, e.g. ``{"short": {"offsets.retention.minutes": "1"}}``. They are
         recorded with the site, so later ``up`` calls (restarts) keep them. A site created with
         other overrides is refused: static broker settings are part of what the cluster is.
+
+        ``consul_only`` starts (or restarts) the Consul agent(s) alone: ``aliases`` only name the
+        sites of a new per-site layout, no broker starts and no service is registered. Tests of
+        Consul itself use it to skip the brokers' start; a later ``up`` adds the clusters.
         """
         if brokers is not None and brokers not in (1, 3):
             raise ConfigError(f"--brokers must be 1 or 3 (got {brokers})")
@@ -217,24 +222,26 @@ class LocalEnvironment:
                 _check_same_overrides(state, alias, wanted)
             layout = consul_layout or self.settings.consul_layout
             _choose_layout(state, layout, aliases, explicit=consul_layout)
-            components = self._components()
+            components = self._components(needs_java=not consul_only)
             self._start_consul(state, components, progress)
+            kafka_aliases = [] if consul_only else list(aliases)
             # Start every site first and wait afterwards: the JVMs boot in parallel.
             starting = [
                 self._start_site(
                     state, alias, brokers, components, progress, overrides.get(alias, {})
                 )
-                for alias in aliases
+                for alias in kafka_aliases
             ]
             for pending in starting:
                 if pending is not None:
                     self._await_site(state, pending, progress)
             self._wait_consul_ready(state, progress)
-            self._register_services(state, aliases, progress)
+            if kafka_aliases:
+                self._register_services(state, kafka_aliases, progress)
         return self.info()
 
-    def _components(self) -> Components:
-        if shutil.which(self.settings.java) is None:
+    def _components(self, needs_java: bool = True) -> Components:
+        if needs_java and shutil.which(self.settings.java) is None:
             raise NotInstalledError(
                 f"Java 17 or newer is required to run Kafka, but {self.settings.java!r} is not on "
                 "PATH; install a JDK or point DRSVC_JAVA at a java executable"
