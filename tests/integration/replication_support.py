@@ -177,12 +177,14 @@ def original_headers(record: Record) -> Headers:
     return [(k, v) for k, v in record.headers if k != provenance.PROVENANCE_HEADER]
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_for(
+    predicate: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.5
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.5)
+        time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 

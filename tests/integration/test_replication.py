@@ -157,17 +157,29 @@ def test_kill_9_mid_stream_loses_nothing(cluster_pair: EnvironmentInfo, tmp_path
     )
     first = WorkerProcess(topology, "east->west", tmp_path / "first.log")
     try:
-        wait_for(lambda: _copied_count(west, "east.kill-seq") >= 30_000, 90, "a third copied")
+        # The worker copies tens of thousands of records a second: look often, so the kill
+        # lands mid-stream and leaves copies whose syncs were not written yet.
+        wait_for(lambda: _copied_count(west, "east.kill-seq") >= 30_000, 90, "a third copied", 0.05)
     finally:
         first.kill()
     with running_workers(topology, ["east->west"], tmp_path):
 
-        def all_copied() -> bool:
+        def all_copied_and_mapped() -> bool:
+            # Every record copied is not enough: the copies the killed worker made last may
+            # all be there before the restarted one has taken the partitions and rebuilt
+            # their syncs. Wait for that too (the check below says what is still missing).
             if _copied_count(west, "east.kill-seq") < total:
                 return False
-            return len({r.value for r in read_all(west, "east.kill-seq")}) >= total
+            copies = read_all(west, "east.kill-seq")
+            if len({r.value for r in copies}) < total:
+                return False
+            try:
+                check_syncs_map_every_copy(copies, read_syncs(west, "east"), "kill-seq")
+            except AssertionError:
+                return False
+            return True
 
-        wait_for(all_copied, 180, "every record copied after the restart")
+        wait_for(all_copied_and_mapped, 180, "every record copied after the restart", 2.0)
     copies = read_all(west, "east.kill-seq")
     assert {r.value for r in copies} == {str(i).encode() for i in range(total)}
     check_syncs_map_every_copy(copies, read_syncs(west, "east"), "kill-seq")
