@@ -169,8 +169,8 @@ def _snapshot(app: App) -> tuple[object, ...]:
 
 @pytest.mark.parametrize(
     "failpoint",
-    ["after-deactivate", "after-wait-lease", "during-set-offsets", "after-set-offsets",
-     "during-activate", "after-activate"],
+    ["during-deactivate", "after-deactivate", "after-wait-lease", "after-wait-caught-up",
+     "during-set-offsets", "after-set-offsets", "during-activate", "after-activate"],
 )  # fmt: skip
 def test_an_executor_killed_at_each_step_is_resumed(app: App, failpoint: str) -> None:
     here = active_cluster(app.consul, app.namespace)
@@ -187,6 +187,13 @@ def test_an_executor_killed_at_each_step_is_resumed(app: App, failpoint: str) ->
     assert active_cluster(app.consul, app.namespace) == there
     steps = [e["step"] for e in doc["events"] if e["outcome"] == "ok"]
     assert steps == ["deactivate", "wait-lease", "wait-caught-up", "set-offsets", "activate"]
+    # The groups stand exactly where the record says: a resumed set-offsets committed the
+    # positions stored before the kill, never others.
+    for g in doc["groups"]:
+        found = committed_offsets(
+            {"bootstrap.servers": app.bootstraps[there]}, g["group"], [(g["topic"], g["partition"])]
+        )
+        assert found == {(g["topic"], g["partition"]): g["target_offset"]}, (g, found)
 
 
 def test_two_concurrent_failovers_one_runs_one_is_refused(app: App) -> None:
