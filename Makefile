@@ -23,8 +23,8 @@ test: setup
 	exit $$status
 
 lint:
-	$(VENV)/bin/ruff check drsvc failover chaos tests bench
-	$(VENV)/bin/ruff format --check drsvc failover chaos tests bench
+	$(VENV)/bin/ruff check drsvc failover chaos tests bench examples
+	$(VENV)/bin/ruff format --check drsvc failover chaos tests bench examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -19,8 +19,10 @@ Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exc
         ├── KafkaUnavailableError   brokers unreachable or timed out
         ├── FatalClientError        a Kafka client can never be used again: the process stops
                                     so that its supervisor starts it afresh
-        └── CoordinatorUnavailableError
-                                    Consul unreachable or timed out
+        ├── CoordinatorUnavailableError
+        │                           Consul unreachable or timed out
+        └── NoActiveClusterError    an application has no usable active cluster now (a switch
+                                    is under way, or its client's lease lapsed): wait, then retry
 
 ``failover/`` has its own pure errors (see ``failover.errors``); the service wraps them where it
 turns a decision into an effect.
@@ -118,6 +120,11 @@ class FatalClientError(TemporaryError):
 
 class CoordinatorUnavailableError(TemporaryError):
     """The coordination store (Consul) could not be reached or did not answer in time."""
+
+
+class NoActiveClusterError(TemporaryError):
+    """An application's client may not produce or consume now: its active cluster is being
+    switched (the key says none), or the client has not heard from Consul within its lease."""
 
 
 class LockLostError(PermanentError):

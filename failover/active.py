@@ -43,8 +43,10 @@ __all__ = [
     "DEFAULT_LEASE_S",
     "ActiveDocument",
     "decode_active",
+    "lease_deadline_s",
     "lease_wait_s",
     "switch",
+    "usable_cluster",
 ]
 
 ACTIVE_FORMAT_VERSION = 1
@@ -167,6 +169,26 @@ def lease_wait_s(lease_s: float = DEFAULT_LEASE_S) -> float:
     if lease_s <= 0:
         raise SwitchError(f"the lease must be positive (got {lease_s}s)")
     return lease_s * (1 + _CLOCK_RATE_MARGIN) + _SCHEDULING_MARGIN_S
+
+
+def lease_deadline_s(document: ActiveDocument, heard_at_s: float) -> float:
+    """Until when (on the client's monotonic clock) a client may act on ``document``, which it
+    read through a request it sent at ``heard_at_s``: the lease runs from the moment the request
+    left, never from when the answer arrived, so a slow answer cannot stretch it."""
+    return heard_at_s + document.lease_ms / 1000.0
+
+
+def usable_cluster(
+    document: ActiveDocument | None, heard_at_s: float | None, now_s: float
+) -> str | None:
+    """The cluster a client may produce to and consume from at ``now_s``: the document's, while
+    its lease holds; None while a switch is under way, once the lease has lapsed, or before the
+    client has heard anything."""
+    if document is None or heard_at_s is None or document.cluster is None:
+        return None
+    if now_s >= lease_deadline_s(document, heard_at_s):
+        return None
+    return document.cluster
 
 
 def _plain(alias: str) -> ActiveDocument:

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from failover.active import (
     ActiveDocument,
     decode_active,
+    lease_deadline_s,
     lease_wait_s,
     switch,
+    usable_cluster,
 )
 from failover.errors import ActiveFormatError, SwitchError
 
@@ -105,3 +107,14 @@ def test_the_lease_travels_with_the_document() -> None:
     assert switch(doc, "west", "f-1", 9).lease_ms == 2_000
     with pytest.raises(ActiveFormatError, match="lease_ms"):
         decode_active('{"v":1,"cluster":"east","lease_ms":0}', "east")
+
+
+def test_a_cluster_is_usable_only_while_the_lease_from_the_last_answer_holds() -> None:
+    doc = ActiveDocument("west", 3, "f-1", 0, lease_ms=2000)
+    assert lease_deadline_s(doc, 100.0) == 102.0
+    assert usable_cluster(doc, 100.0, 100.0) == "west"
+    assert usable_cluster(doc, 100.0, 101.999) == "west"
+    assert usable_cluster(doc, 100.0, 102.0) is None  # lapsed: stop at the deadline itself
+    assert usable_cluster(ActiveDocument(None, 4, "f-1", 0), 100.0, 100.0) is None
+    assert usable_cluster(None, 100.0, 100.0) is None
+    assert usable_cluster(doc, None, 100.0) is None  # never heard: never usable

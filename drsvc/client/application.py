@@ -1,0 +1,122 @@
+"""What a client needs to know of its application: the topology's view of it, where Consul is,
+and what the failover that made a cluster active recorded (its cut-offs)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from drsvc.adapters.coordination import Coordinator
+from drsvc.devenv.environment import LocalEnvironment
+from drsvc.errors import ConfigError
+from drsvc.settings import Settings
+from drsvc.topology.loader import load_topology
+from drsvc.topology.models import Application, Topology
+from failover.errors import FormatError
+from failover.failover_record import decode_record
+from failover.logical_topics import LogicalTopic
+from failover.naming import app_active_key, failover_record_key
+from failover.replication_policy import IdentityPolicy, ReplicationPolicy
+
+__all__ = ["ClientApplication", "consul_address", "resolve_topology"]
+
+#: librdkafka settings the client sets itself from the active cluster
+_MANAGED_SETTINGS = ("bootstrap.servers", "metadata.broker.list")
+
+
+def resolve_topology(topology: Topology | str | Path) -> Topology:
+    """A loaded topology, from itself or from its file."""
+    if isinstance(topology, Topology):
+        return topology
+    return load_topology(topology)
+
+
+def consul_address(consul: str | None) -> str:
+    """The Consul HTTP address the client talks to: the argument, else DRSVC_CONSUL_HTTP_ADDR,
+    else the local ``drsvc dev`` environment's agent (as the CLI finds it)."""
+    if consul:
+        return consul
+    from_env = os.environ.get("DRSVC_CONSUL_HTTP_ADDR")
+    if from_env:
+        return from_env
+    address = LocalEnvironment(Settings.from_env()).info().consul_http_addr
+    if not address:
+        raise ConfigError(
+            "no Consul address: pass consul='host:port', set DRSVC_CONSUL_HTTP_ADDR, or start "
+            "the local environment with 'drsvc dev up'"
+        )
+    return address
+
+
+@dataclass(frozen=True)
+class ClientApplication:
+    """An application of a topology, as its clients see it."""
+
+    topology: Topology
+    application: Application
+
+    @classmethod
+    def of(cls, app: str, topology: Topology | str | Path) -> ClientApplication:
+        loaded = resolve_topology(topology)
+        return cls(loaded, loaded.application(app))
+
+    @property
+    def name(self) -> str:
+        return self.application.name
+
+    @property
+    def active_key(self) -> str:
+        return app_active_key(self.topology.namespace, self.application.name)
+
+    def client_config(self, cluster: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config`` for a client of ``cluster``: its bootstrap servers and security settings
+        from the topology, then the application's own settings (which may not name servers)."""
+        managed = sorted(k for k in _MANAGED_SETTINGS if k in config)
+        if managed:
+            raise ConfigError(
+                f"client configuration of application '{self.name}' sets {', '.join(managed)}: "
+                "leave it out, the client connects to the application's active cluster"
+            )
+        bootstrap = self.topology.cluster(cluster).bootstrap_servers
+        if bootstrap is None:
+            bootstrap = _local_bootstrap(cluster)
+        return {**self.topology.cluster(cluster).client_config(bootstrap), **config}
+
+    def policy_on(self, cluster: str) -> ReplicationPolicy:
+        """How copies are named on ``cluster``: the policy of the flows into it (identity when
+        none copies there)."""
+        flows = self.topology.flows_into(cluster)
+        prefix = [f for f in flows if f.policy != "identity"]
+        if prefix:
+            return self.topology.policy_for(prefix[0])
+        return IdentityPolicy()
+
+    def logical_topics(self, names: list[str], cluster: str) -> list[LogicalTopic]:
+        policy = self.policy_on(cluster)
+        return [LogicalTopic(name, policy) for name in names]
+
+    def cutoffs(
+        self, coordinator: Coordinator, failover_id: str | None
+    ) -> dict[tuple[str, int], int]:
+        """The cut-offs failover ``failover_id`` recorded (remote topic partition -> its end at
+        the switch); none when the cluster was not made active by a failover."""
+        if failover_id is None:
+            return {}
+        entry = coordinator.get(failover_record_key(self.topology.namespace, failover_id))
+        if entry is None:
+            raise ConfigError(
+                f"the active key of application '{self.name}' names failover {failover_id}, "
+                "whose record is not in Consul"
+            )
+        try:
+            record = decode_record(entry.value)
+        except FormatError as err:
+            raise ConfigError(f"failover record {failover_id}: {err}") from err
+        return {(c.topic, c.partition): c.offset for c in record.cutoffs}
+
+
+def _local_bootstrap(cluster: str) -> str:
+    return LocalEnvironment(Settings.from_env()).bootstrap_servers(cluster)
