@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import NamedTuple
 
-__all__ = ["Reason", "Translation", "TranslationBatch"]
+__all__ = ["Reason", "Translation", "TranslationBatch", "never_written"]
 
 
 class Reason(StrEnum):
@@ -80,6 +80,17 @@ class Translation(NamedTuple):
 UNKNOWN_PARTITION = Translation(None, Reason.UNKNOWN_PARTITION)
 TOPIC_MISMATCH = Translation(None, Reason.TOPIC_MISMATCH)
 BEFORE_SYNCS = Translation(None, Reason.BEFORE_SYNCS)
+
+
+def never_written(committed: int, group_side_end: int | None, other_end: int | None) -> bool:
+    """Whether a position needs no sync to translate: the group stands at 0 on a partition that
+    never held a record (its end is 0), and so does the partition on the other side. A consumer
+    there has read nothing and skips nothing by starting at 0 on the other side; no sync can
+    exist for it, since nothing was ever copied. (Java consumers commit such positions for every
+    partition they are assigned, empty remote copies included.)"""
+    return committed == 0 and group_side_end == 0 and other_end == 0
+
+
 LOG_TRUNCATED = Translation(None, Reason.LOG_TRUNCATED)
 
 

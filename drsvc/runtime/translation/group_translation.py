@@ -44,7 +44,7 @@ from drsvc.topology.models import Flow, Topology
 from failover.checkpoints import exposure
 from failover.errors import PolicyError
 from failover.offset_syncs import TopicPartition
-from failover.translation import Reason, Translation
+from failover.translation import Reason, Translation, never_written
 
 __all__ = [
     "SYNC_CONFLICT",
@@ -407,6 +407,14 @@ def translate_partition(
             target_topic_id=group_topic_id,
         )
         reason = translation.reason
+    if (
+        translation is not None
+        and translation.reason is Reason.UNKNOWN_PARTITION
+        and never_written(committed.offset, source_end, target_end)
+    ):
+        translation = Translation(0, Reason.EXACT)
+        reason = translation.reason
+        not_replicated = 0
     # With the destination topic missing or the syncs in conflict, nothing on the target counts
     # as replicated (frontier None): what a failover would lose is then an upper bound.
     cost = exposure(

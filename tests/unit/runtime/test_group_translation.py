@@ -312,6 +312,30 @@ def test_partition_without_syncs_and_a_flow_that_never_ran() -> None:
     assert any("never copied anything" in note for note in result.notes)
 
 
+def test_a_position_at_the_start_of_partitions_that_never_held_a_record_is_exact() -> None:
+    # Java consumers commit 0 for every empty partition they are assigned: an empty remote copy
+    # whose origin is empty too needs no sync (none can exist), in either direction.
+    east, west = shifted_pair()
+    commit(east, "g", "orders", {0: 650, 1: 0})
+    east.ends[TopicPartition("orders", 1)] = 0
+    west.ends[TopicPartition("east.orders", 1)] = 0
+    [p0, p1] = translate_group(topology(ONE_WAY), "g", "east", "west", views(east, west)).partitions
+    assert p0.exact and (p1.target_offset, p1.reason, p1.would_lose) == (0, "exact", 0)
+    # Only when both sides never held a record: a copy that lags is not exact.
+    east.ends[TopicPartition("orders", 1)] = 5
+    [_, lagging] = translate_group(
+        topology(ONE_WAY), "g", "east", "west", views(east, west)
+    ).partitions
+    assert (lagging.target_offset, lagging.reason) == (None, "unknown-partition")
+    # Nor a position past 0 (the partition's records were deleted, or its syncs lost).
+    commit(east, "g", "orders", {1: 3})
+    east.ends[TopicPartition("orders", 1)] = 0
+    [_, past] = translate_group(
+        topology(ONE_WAY), "g", "east", "west", views(east, west)
+    ).partitions
+    assert past.reason == "unknown-partition"
+
+
 def test_contradicting_syncs_make_their_partition_untrusted() -> None:
     east, west = shifted_pair()
     # A second writer claims target offsets 100.. for other source offsets.
