@@ -2,7 +2,7 @@
 cluster, how many records it read and how far behind it is.
 
     python examples/aggregate_feed.py -t topologies/aggregation.yaml --app central-orders \\
-        --topic orders [--group G] [--idle-exit-s S] [--json]
+        --topic orders [--group G] [--idle-exit-s S] [--stop-after N] [--json]
 
 Every source's copy (``east.orders``, ``west.orders`` ...) and the aggregate's own ``orders`` are
 read as one topic; a source added to the topology while it runs is read too, without a restart.
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="stop after this long without a record (0: run until Ctrl-C)",
     )
+    parser.add_argument("--stop-after", type=int, default=0, help="stop after reading N records")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = parser.parse_args(argv)
 
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 origin_of_topic[msg.topic() or ""] = origin.cluster or "?"
                 last_record = now
             if args.idle_exit_s and now - last_record > args.idle_exit_s:
+                break
+            if args.stop_after and sum(counts.values()) >= args.stop_after:
                 break
             if not args.json and now >= next_report:
                 next_report = now + 2

@@ -2,14 +2,15 @@
 Streaming and Spark's Kafka source.
 
     python examples/spark_origin_counts.py --bootstrap HOST:PORT --topic orders --cluster agg \\
-        [--master local[*]] [--once] [--json] [--checkpoint DIR]
+        [--master local[*]] [--once | --stop-after N] [--json] [--checkpoint DIR]
 
 It subscribes to the topic and every copy of it (``<alias>.orders``, any alias, so a source added
 later is read too), adds the origin columns (cluster, topic, partition, offset) from the topic name
 and the first ``drsvc.provenance`` header, and keeps the count per origin cluster. ``--once``
-reads what is there now and stops (``--json`` then prints the counts as one object); without it
-the counts are printed to the console as they change. Runs on ``local[*]`` by default and on a
-Spark cluster with ``--master``.
+reads what is there now and stops; ``--stop-after N`` keeps reading (topics created meanwhile
+included) until N records are counted; ``--json`` then prints the counts as one object. Without
+either, the counts are printed to the console as they change. Runs on ``local[*]`` by default
+and on a Spark cluster with ``--master``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -83,6 +85,22 @@ def spark_session(master: str) -> SparkSession:
     )
 
 
+def _counted(spark: SparkSession) -> dict[str, int]:
+    return {r["origin_cluster"]: r["count"] for r in spark.table("origin_counts").collect()}
+
+
+def _wait_for(spark: SparkSession, total: int, timeout_s: float) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    result: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        if spark.catalog.tableExists("origin_counts"):
+            result = _counted(spark)
+            if sum(result.values()) >= total:
+                break
+        time.sleep(1)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True, help="the aggregate cluster's servers")
@@ -90,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", required=True, help="the aggregate cluster's alias")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--once", action="store_true", help="read what is there now, then stop")
-    parser.add_argument("--json", action="store_true", help="with --once: print one JSON object")
+    parser.add_argument(
+        "--stop-after", type=int, default=0, help="stop once this many records are counted"
+    )
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="with --stop-after")
+    parser.add_argument("--json", action="store_true", help="print the counts as one object")
     parser.add_argument("--checkpoint", help="checkpoint directory (default: a temporary one)")
     args = parser.parse_args(argv)
 
@@ -107,29 +129,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     counts = with_origin(records, args.cluster).groupBy("origin_cluster").count()
     checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="drsvc-origin-counts-")
-    if args.once:
-        query = (
+    if args.once or args.stop_after:
+        writer = (
             counts.writeStream.outputMode("complete")
             .format("memory")
             .queryName("origin_counts")
             .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination()
-        result = {r["origin_cluster"]: r["count"] for r in spark.table("origin_counts").collect()}
-        print(json.dumps(result, sort_keys=True) if args.json else result, flush=True)
-    else:
-        query = (
-            counts.writeStream.outputMode("complete")
-            .format("console")
-            .option("checkpointLocation", checkpoint)
-            .start()
-        )
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
+        if args.once:
+            writer.trigger(availableNow=True).start().awaitTermination()
+            result = _counted(spark)
+        else:
+            query = writer.trigger(processingTime="1 second").start()
+            result = _wait_for(spark, args.stop_after, args.timeout_s)
             query.stop()
+        print(json.dumps(result, sort_keys=True) if args.json else result, flush=True)
+        spark.stop()
+        return 0 if args.once or sum(result.values()) >= args.stop_after else 1
+    query = (
+        counts.writeStream.outputMode("complete")
+        .format("console")
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
     spark.stop()
     return 0
 

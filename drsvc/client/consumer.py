@@ -128,18 +128,27 @@ class FailoverConsumer:
             return [] if self._consumer is None else list(self._consumer.assignment())
 
     def lag(self) -> dict[tuple[str, int], int]:
-        """Records not read yet per assigned partition (its end minus this member's position;
-        the whole partition where nothing was read yet)."""
+        """Records not read yet per assigned partition: its end minus this member's position
+        (the group's committed offset where nothing was fetched since the assignment; the whole
+        partition where there is neither)."""
         with self._lock:
             consumer = self._consumer
             if consumer is None:
                 return {}
+            positions = {
+                (tp.topic, tp.partition): tp.offset
+                for tp in consumer.position(consumer.assignment())
+            }
+            unknown = [TopicPartition(t, p) for (t, p), o in positions.items() if o < 0]
+            if unknown:
+                for tp in consumer.committed(unknown, timeout=5):
+                    positions[(tp.topic, tp.partition)] = tp.offset
             lag: dict[tuple[str, int], int] = {}
-            for tp in consumer.position(consumer.assignment()):
-                low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
-                lag[(tp.topic, tp.partition)] = max(
-                    0, high - (tp.offset if tp.offset >= 0 else low)
+            for (topic, partition), offset in positions.items():
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=5, cached=False
                 )
+                lag[(topic, partition)] = max(0, high - (offset if offset >= 0 else low))
             return lag
 
     def origin_of(self, message: Message) -> Origin:
