@@ -217,6 +217,12 @@ def failover_request_key(namespace: str, request_id: str) -> str:
     return f"{consul_prefix(namespace)}/failover-requests/{request_id}"
 
 
+def controller_lock_key(namespace: str) -> str:
+    """The DR controller's leader lock (held through a Consul session; its value names the
+    replica that leads). Only the leader decides and starts automated failovers."""
+    return f"{consul_prefix(namespace)}/controller/leader"
+
+
 def flow_control_key(namespace: str, source: str, target: str) -> str:
     """The flow's control document (pause, resume, throttle), written by ``drsvc flow`` and
     followed by every worker of the flow."""

@@ -129,7 +129,7 @@ def register(app: typer.Typer) -> None:
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
-        executor = _executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
+        executor = build_executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
         if failover_id is not None:
             _print_record(executor.record(failover_id), as_json)
             return
@@ -162,7 +162,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         if not app_name:
             raise ConfigError("--app is required")
-        executor = _executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
+        executor = build_executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
         try:
             record = executor.recover(app_name, dry_run=dry_run)
         except FailoverRefused as err:
@@ -182,7 +182,7 @@ def register(app: typer.Typer) -> None:
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
-        executor = _executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
+        executor = build_executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
         rows = [_app_row(executor, name) for name in executor.application_names()]
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
@@ -200,9 +200,15 @@ def register(app: typer.Typer) -> None:
                 )
 
 
-def _executor(
-    topology_file: Path, consul: str | None, state_dir: Path | None, catch_up_timeout_s: float
+def build_executor(
+    topology_file: Path,
+    consul: str | None,
+    state_dir: Path | None,
+    catch_up_timeout_s: float,
+    probe_timeout_s: float = 5.0,
 ) -> FailoverExecutor:
+    """The failover executor the commands (and the controller) run failovers with;
+    ``probe_timeout_s`` bounds each "does the active cluster answer?" probe."""
     topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
     address = resolve_consul(consul, state_dir)
     if address is None:
@@ -211,7 +217,7 @@ def _executor(
     return FailoverExecutor(
         topology,
         ConsulCoordinator(address),
-        KafkaFailoverClusters(topology, bootstraps),
+        KafkaFailoverClusters(topology, bootstraps, probe_timeout_s=probe_timeout_s),
         lock_timing=LockTiming(settings.failover_lock_ttl_s, settings.failover_lock_delay_s),
         catch_up_timeout_s=catch_up_timeout_s,
         on_event=lambda message: print(message, file=sys.stderr, flush=True),
@@ -233,7 +239,7 @@ def _move(
     *,
     failback: bool,
 ) -> None:
-    executor = _executor(topology_file, consul, state_dir, catch_up_timeout_s)
+    executor = build_executor(topology_file, consul, state_dir, catch_up_timeout_s)
     if resume is not None:
         if app_name or to or dry_run or force or request_id:
             raise ConfigError("--resume takes no --app, --to, --dry-run, --force or --request-id")

@@ -12,6 +12,7 @@ import typer
 
 from drsvc.cli import (
     checkpoints,
+    controller,
     demo,
     dev,
     failover,
@@ -49,6 +50,7 @@ def build_app() -> typer.Typer:
     heartbeats.register(app)
     checkpoints.register(app)
     run.register(app)
+    controller.register(app)
     return app
 
 

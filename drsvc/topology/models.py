@@ -32,6 +32,7 @@ from drsvc.topology.base import NAME_PATTERN, FrozenModel, Name
 from drsvc.topology.rules import cross_field_problems
 from drsvc.topology.security import SecurityConfig
 from failover import naming
+from failover.dr_decision import ControllerSettings
 from failover.replication_policy import (
     DEFAULT_SEPARATOR,
     IdentityPolicy,
@@ -395,6 +396,46 @@ class InternalTopicsConfig(FrozenModel):
         )
 
 
+class ControllerConfig(FrozenModel):
+    """The automated DR trigger (``drsvc controller``): when it fails an application over."""
+
+    unreachable_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long an application's active cluster must be unreachable from every"
+        " vantage point before the controller fails it over (conservative by default).",
+    )
+    healthy_after_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long a cluster must have been reachable from every vantage point to be"
+        " a failover target.",
+    )
+    cooldown_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="No second automated failover of one application within this long.",
+    )
+    min_vantages: int = Field(
+        default=2,
+        ge=1,
+        description="Fresh vantage points that must agree before a cluster counts as down.",
+    )
+    interval_s: float = Field(
+        default=2.0, gt=0, le=60, description="How often the controller observes and decides."
+    )
+
+    def to_settings(self) -> ControllerSettings:
+        return ControllerSettings(
+            unreachable_after_s=self.unreachable_after_s,
+            healthy_after_s=self.healthy_after_s,
+            cooldown_s=self.cooldown_s,
+            # A vantage that did not report for several cycles (or 10 s) is not fresh.
+            max_observation_age_s=max(10.0, 5 * self.interval_s),
+            min_vantages=self.min_vantages,
+        )
+
+
 class Topology(FrozenModel):
     """Clusters, the flows between them and the applications that can fail over."""
 
@@ -412,6 +453,9 @@ class Topology(FrozenModel):
     )
     internal_topics: InternalTopicsConfig = Field(
         default_factory=InternalTopicsConfig, description="Names of drsvc's own topics."
+    )
+    controller: ControllerConfig = Field(
+        default_factory=ControllerConfig, description="The automated DR trigger's thresholds."
     )
 
     @model_validator(mode="before")

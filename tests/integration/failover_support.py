@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from replication_support import read_all
 
 from drsvc.adapters.consul_client import ConsulClient
 from failover.active import decode_active
+from failover.checkpoints import decode_key, decode_value
 from failover.naming import app_active_key
 
 PARTITIONS = 2
@@ -290,3 +292,20 @@ def wait_until(predicate: Any, timeout_s: float, what: str) -> None:
 
 def active_cluster(consul: ConsulClient, namespace: str) -> str | None:
     return decode_active(consul.kv_get(app_active_key(namespace, "app")), "east").cluster
+
+
+def checkpoints_at(west: str, committed: dict[str, dict[tuple[str, int], int]]) -> bool:
+    """The newest checkpoint of every committed partition of both groups names its offset."""
+    latest = {}
+    for record in read_all(west, "east.checkpoints.internal"):
+        if record.key is None or record.value is None:
+            continue
+        key = decode_key(record.key)
+        latest[(key.group, key.partition, decode_value(record.value).source_topic)] = decode_value(
+            record.value
+        ).source_offset
+    return all(
+        latest.get((group, partition, topic)) == offset
+        for group, offsets in committed.items()
+        for (topic, partition), offset in offsets.items()
+    )

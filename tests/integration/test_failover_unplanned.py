@@ -23,6 +23,7 @@ import pytest
 from checkpoint_support import AgentProcess
 from failover_support import (
     PARTITIONS,
+    checkpoints_at,
     consume_part,
     read_rest,
     run_cli,
@@ -40,7 +41,6 @@ from translation_support import caught_up
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
-from failover.checkpoints import decode_key, decode_value
 from failover.naming import flow_control_key
 from failover.site_recovery import REPLAYED_FROM_HEADER
 
@@ -56,23 +56,6 @@ def _records(
         (i % PARTITIONS, str(i).encode(), f"{tag}-{i:06d}".encode(), [], 0)
         for i in range(first, first + count)
     ]
-
-
-def _checkpoints_at(west: str, committed: dict[str, dict[tuple[str, int], int]]) -> bool:
-    """The newest checkpoint of every committed partition of both groups names its offset."""
-    latest = {}
-    for record in read_all(west, "east.checkpoints.internal"):
-        if record.key is None or record.value is None:
-            continue
-        key = decode_key(record.key)
-        latest[(key.group, key.partition, decode_value(record.value).source_topic)] = decode_value(
-            record.value
-        ).source_offset
-    return all(
-        latest.get((group, partition, topic)) == offset
-        for group, offsets in committed.items()
-        for (topic, partition), offset in offsets.items()
-    )
 
 
 @pytest.fixture
@@ -120,7 +103,7 @@ def test_unplanned_failover_reports_exactly_what_did_not_cross(
             wait_until(lambda: caught_up(east, "east->west", topic, PARTITIONS), 90, "replication")
             for group, fraction in zip(GROUPS, (1.0, 0.4), strict=True):
                 consumed[group], committed[group] = consume_part(east, group, [topic], fraction)
-            wait_until(lambda: _checkpoints_at(west, committed), 90, "checkpoints of the commits")
+            wait_until(lambda: checkpoints_at(west, committed), 90, "checkpoints of the commits")
             forward.kill()  # replication stops: what is written from now on never crosses
             produce(east, topic, _records(tag, 400, 60))
             local_env.stop_site("east", grace_s=1)

@@ -1,0 +1,85 @@
+"""``drsvc controller``: the automated DR trigger (see drsvc.runtime.controller)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from typing import Annotated
+
+import typer
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.consul_coordination import ConsulCoordinator
+from drsvc.cli.common import (
+    ConsulOption,
+    StateDirOption,
+    TopologyOption,
+    configure_logging,
+    load_with_bootstraps,
+    resolve_consul,
+)
+from drsvc.cli.failover import build_executor
+from drsvc.errors import ConfigError
+from drsvc.runtime.controller.controller import DrController
+from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe
+from drsvc.runtime.failover.clusters import KafkaFailoverClusters
+from drsvc.runtime.failover.executor import LockTiming
+from drsvc.settings import Settings
+from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
+
+log = logging.getLogger("drsvc.controller")
+
+PROBE_TIMEOUT_S = 2.0
+
+ReplicaOption = Annotated[
+    str | None,
+    typer.Option("--replica", help="This replica's name (default: host name and process id)."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        help="Run the automated DR trigger: replicas elect a leader through Consul; the leader "
+        "fails over applications with auto_failover when their cluster is unreachable from "
+        "every vantage point for the topology's controller.unreachable_after_s."
+    )
+    def controller(
+        topology_file: TopologyOption,
+        replica: ReplicaOption = None,
+        consul: ConsulOption = None,
+        state_dir: StateDirOption = None,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    ) -> None:
+        configure_logging(verbose)
+        topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
+        address = resolve_consul(consul, state_dir)
+        if address is None:
+            raise ConfigError("no Consul agent known: pass --consul host:port")
+        name = replica or f"{socket.gethostname()}-{os.getpid()}"
+        settings = Settings.from_env(state_dir=state_dir)
+        timing = LockTiming(settings.failover_lock_ttl_s, settings.failover_lock_delay_s)
+        # A dead cluster's probe waits out its timeout: short, since the decision needs every
+        # vantage point to agree anyway, and it is paid on every cycle and twice per failover.
+        probes = KafkaFailoverClusters(topology, bootstraps, probe_timeout_s=PROBE_TIMEOUT_S)
+        controller = DrController(
+            topology,
+            build_executor(
+                topology_file, address, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S, PROBE_TIMEOUT_S
+            ),
+            ConsulCoordinator(address),
+            [DirectProbe(name, probes.reachable), ConsulHealth(ConsulClient(address))],
+            replica=name,
+            lock_timing=timing,
+        )
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        c = topology.controller
+        log.info(
+            "controller %s: unreachable_after_s=%s cooldown_s=%s interval_s=%s, takeover %.0fs",
+            name, c.unreachable_after_s, c.cooldown_s, c.interval_s, timing.takeover_s,
+        )  # fmt: skip
+        controller.run(stop)

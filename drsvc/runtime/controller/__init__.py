@@ -1,0 +1,1 @@
+"""The automated DR trigger: fails applications over when their cluster is gone."""
