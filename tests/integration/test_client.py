@@ -73,6 +73,11 @@ def _application(
         "DRSVC_FAILOVER_LOCK_TTL_S": "2",
         "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
     }
+    # Active on east with the application's 2 s lease from the start (an absent key means the
+    # default 15 s lease, which the first failover would wait out).
+    ConsulClient(consul).kv_put(
+        app_active_key(f"cl-{tag}", "app"), ActiveDocument("east", lease_ms=2000).encode()
+    )
     with running_workers(topology, ["east->west", "west->east"], tmp, "--consul", consul):
         wait_until(
             lambda: (
