@@ -50,6 +50,8 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 _SLICE_S = 0.2
 #: how often held-back partitions are checked against the cut-offs
 _GATE_CHECK_S = 0.5
+#: how long close() waits for the commit and leave of a cluster it stopped reading
+_LEAVE_WAIT_S = 30.0
 #: how often a topology file is looked at for changes (a source added to an aggregate cluster)
 _TOPOLOGY_CHECK_S = 2.0
 
@@ -92,6 +94,7 @@ class FailoverConsumer:
         self._held: dict[Partition, dict[Partition, int]] = {}
         self._next_gate_check = 0.0
         self._closed = False
+        self._leaving: list[threading.Thread] = []
         self._active.start()
 
     # ------------------------------------------------------------------ what it reads
@@ -214,6 +217,8 @@ class FailoverConsumer:
                 return
             self._closed = True
             self._leave("closing")
+        for leaving in self._leaving:
+            leaving.join(_LEAVE_WAIT_S)
         if self._owns_active:
             self._active.close()
 
@@ -270,15 +275,28 @@ class FailoverConsumer:
         self._held = {}
         if consumer is None:
             return
+        # Committing and leaving the group wait for the old cluster's coordinator: for as long
+        # as librdkafka's timeouts when that cluster is gone. So they run on their own thread and
+        # the new cluster is joined meanwhile. (A planned switch leaves a lease between none and
+        # the new cluster, and its executor waits for this commit.)
+        leaving = threading.Thread(
+            target=self._commit_and_close,
+            args=(consumer, joined[0] if joined else "?", why),
+            name=f"drsvc-leave-{self._app.name}",
+            daemon=True,
+        )
+        self._leaving = [t for t in self._leaving if t.is_alive()] + [leaving]
+        leaving.start()
+
+    def _commit_and_close(self, consumer: Consumer, cluster: str, why: str) -> None:
         try:
             consumer.commit(asynchronous=False)
         except KafkaException as err:
             if err.args[0].code() != KafkaError._NO_OFFSET:
                 log.warning("application %s: committing on %s before leaving: %s",
-                            self._app.name, joined, err)  # fmt: skip
+                            self._app.name, cluster, err)  # fmt: skip
         consumer.close()
-        log.info("application %s: stopped consuming on %s (%s)", self._app.name,
-                 joined[0] if joined else "?", why)  # fmt: skip
+        log.info("application %s: stopped consuming on %s (%s)", self._app.name, cluster, why)
 
     # ------------------------------------------------------------------ rebalances
 
@@ -305,19 +323,21 @@ class FailoverConsumer:
             self._next_gate_check = 0.0
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._forget(partitions, "revoke")
+        self._forget(consumer, partitions, "revoke")
         if self._cooperative:
             consumer.incremental_unassign(partitions)
         else:
             consumer.unassign()
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._forget(partitions, "lost")
+        self._forget(consumer, partitions, "lost")
 
-    def _forget(self, partitions: list[TopicPartition], what: str) -> None:
+    def _forget(self, consumer: Consumer, partitions: list[TopicPartition], what: str) -> None:
         user = self._callbacks.get(what)
         if user is not None:
             user(self, partitions)
+        if consumer is not self._consumer:
+            return  # a consumer being closed after a switch: the held ones are the new one's
         for tp in partitions:
             self._held.pop((tp.topic, tp.partition), None)
 
