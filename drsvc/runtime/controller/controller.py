@@ -2,8 +2,8 @@
 
 Several replicas run; one leads, through the Consul lock ``drsvc/<ns>/controller/leader``. Only
 the leader observes and acts. Every action goes through the failover executor, the same code as
-the CLI: a failover it starts is an unplanned failover when the cluster is gone (the executor's
-own probe decides), recorded step by step, under the application's lock. The request id is
+the CLI: a failover it starts is unplanned (forced: the decision already saw the cluster gone
+from every vantage point), recorded step by step, under the application's lock. The request id is
 derived from the application's active document (``auto-<app>-e<epoch>``), so two leaders acting
 on the same outage (one that lost its lock while the next took over) start one failover. A leader
 that finds a failover unfinished resumes it: the executor waits for the dead holder's application
@@ -180,9 +180,10 @@ class DrController:
                 record = self.executor.resume(decision.failover_id)
             elif decision.action is Action.FAILOVER and decision.to is not None:
                 epoch = self.executor.active(self.topology.application(decision.app)).epoch
-                request = FailoverRequest(
-                    decision.app, decision.to, request_id=f"auto-{decision.app}-e{epoch}"
-                )
+                # Forced: unplanned, as decided from every vantage point (the executor need
+                # not probe the dead cluster again).
+                request_id = f"auto-{decision.app}-e{epoch}"
+                request = FailoverRequest(decision.app, decision.to, True, request_id)
                 record = self.executor.start(request)
             else:
                 return

@@ -326,7 +326,9 @@ class FailoverExecutor:
         )
         return replace(
             situation,
-            active_reachable=self._clusters.reachable(active.cluster),
+            # --force is unplanned whatever a probe says: do not wait for a dead cluster's
+            # probe to time out (the controller forces once every vantage point saw it gone).
+            active_reachable=not request.force and self._clusters.reachable(active.cluster),
             replicated_to_target=joined,
             busy_groups=busy,
             unrecovered=unrecovered,
