@@ -44,3 +44,12 @@ def cluster_pair(local_env: LocalEnvironment) -> EnvironmentInfo:
 def aggregation_trio(local_env: LocalEnvironment, cluster_pair: EnvironmentInfo) -> EnvironmentInfo:
     """Three source clusters (``east``, ``west``, ``south``) and the aggregate ``agg``."""
     return local_env.up([*AGGREGATION_SOURCES, AGGREGATE])
+
+
+@pytest.fixture
+def east_restored(local_env: LocalEnvironment, cluster_pair: EnvironmentInfo) -> Iterator[None]:
+    """For tests that stop east's brokers: east and west run again afterwards."""
+    try:
+        yield
+    finally:
+        local_env.up(["east", "west"])

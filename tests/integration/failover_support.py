@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from replication_support import read_all
+from replication_support import read_all, topics_of
 
 from drsvc.adapters.consul_client import ConsulClient
 from failover.active import decode_active
@@ -284,6 +284,28 @@ def check_exactly_once(acked: list[tuple[str, bytes]], consumed: list[bytes]) ->
     assert not missing and not extra and twice == 0, (
         f"{len(sent)} sent, {len(got)} consumed: {len(missing)} missing (first {missing[:3]}), "
         f"{twice} read twice, {len(extra)} never sent (first {extra[:3]})"
+    )
+
+
+def failover_env(consul: str) -> dict[str, str]:
+    """Environment of failover commands in tests: the Consul agent, and a short executor lock
+    (2 s TTL, 1 s lock delay) so that a resumed failover takes over quickly."""
+    return {
+        "DRSVC_CONSUL_HTTP_ADDR": consul,
+        "DRSVC_FAILOVER_LOCK_TTL_S": "2",
+        "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
+    }
+
+
+def wait_for_remote_copies(bootstraps: Mapping[str, str], topic: str) -> None:
+    """Until the flows both ways have created ``topic``'s copies (prefix naming)."""
+    wait_until(
+        lambda: (
+            f"east.{topic}" in topics_of(bootstraps["west"])
+            and f"west.{topic}" in topics_of(bootstraps["east"])
+        ),
+        60,
+        "the remote copies to be created",
     )
 
 

@@ -26,8 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from failover_support import run_cli, wait_until, write_failover_topology
-from replication_support import create, produce, running_workers, sequence_records, topics_of
+from failover_support import (
+    failover_env,
+    run_cli,
+    wait_for_remote_copies,
+    wait_until,
+    write_failover_topology,
+)
+from replication_support import create, produce, running_workers, sequence_records
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.client import FailoverConsumer, FailoverProducer, NoActiveClusterError
@@ -68,25 +74,14 @@ def _application(
     )
     consul = cluster_pair.consul_http_addr
     assert consul is not None
-    env = {
-        "DRSVC_CONSUL_HTTP_ADDR": consul,
-        "DRSVC_FAILOVER_LOCK_TTL_S": "2",
-        "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
-    }
+    env = failover_env(consul)
     # Active on east with the application's 2 s lease from the start (an absent key means the
     # default 15 s lease, which the first failover would wait out).
     ConsulClient(consul).kv_put(
         app_active_key(f"cl-{tag}", "app"), ActiveDocument("east", lease_ms=2000).encode()
     )
     with running_workers(topology, ["east->west", "west->east"], tmp, "--consul", consul):
-        wait_until(
-            lambda: (
-                f"east.{topic}" in topics_of(bootstraps["west"])
-                and f"west.{topic}" in topics_of(bootstraps["east"])
-            ),
-            60,
-            "the remote copies to be created",
-        )
+        wait_for_remote_copies(bootstraps, topic)
         yield App(topology, topic, consul, env, f"cl-{tag}", bootstraps)
 
 

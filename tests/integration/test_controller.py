@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from failover_support import (
     active_cluster,
     checkpoints_at,
     consume_part,
+    failover_env,
     read_rest,
     wait_until,
     write_failover_topology,
@@ -53,8 +53,7 @@ class Controller:
     def __init__(self, topology: Path, replica: str, consul: str, log: Path) -> None:
         self.log = log
         self._out = log.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "DRSVC_FAILOVER_LOCK_TTL_S": "2",
-               "DRSVC_FAILOVER_LOCK_DELAY_S": "1"}  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **failover_env(consul)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "drsvc.cli.main", "controller", "-t", str(topology),
              "--replica", replica, "--consul", consul],
@@ -73,14 +72,6 @@ class Controller:
 
     def acted(self) -> bool:
         return "controller: failover app to west" in self.log.read_text(errors="replace")
-
-
-@pytest.fixture
-def east_restored(local_env: LocalEnvironment, cluster_pair: EnvironmentInfo) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        local_env.up(["east", "west"])
 
 
 def _topology(tmp_path: Path, name: str, clusters: dict[str, str], topic: str) -> Path:

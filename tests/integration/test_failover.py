@@ -24,13 +24,15 @@ from failover_support import (
     active_cluster,
     check_exactly_once,
     consume_part,
+    failover_env,
     failover_id_in,
     read_rest,
     run_cli,
+    wait_for_remote_copies,
     wait_until,
     write_failover_topology,
 )
-from replication_support import create, running_workers, topics_of
+from replication_support import create, running_workers
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
@@ -80,21 +82,10 @@ def app(cluster_pair: EnvironmentInfo, tmp_path_factory: pytest.TempPathFactory)
     name = f"fo-{tag}"
     topology = write_failover_topology(tmp / "topology.json", name, bootstraps, topic)
     assert cluster_pair.consul_http_addr is not None
-    env = {
-        "DRSVC_CONSUL_HTTP_ADDR": cluster_pair.consul_http_addr,
-        "DRSVC_FAILOVER_LOCK_TTL_S": "2",
-        "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
-    }
+    env = failover_env(cluster_pair.consul_http_addr)
     flows = ["east->west", "west->east"]
     with running_workers(topology, flows, tmp, "--consul", cluster_pair.consul_http_addr):
-        wait_until(
-            lambda: (
-                f"east.{topic}" in topics_of(bootstraps["west"])
-                and f"west.{topic}" in topics_of(bootstraps["east"])
-            ),
-            60,
-            "the remote copies to be created",
-        )
+        wait_for_remote_copies(bootstraps, topic)
         yield App(topology, name, topic, ConsulClient(cluster_pair.consul_http_addr), bootstraps,
                   env)  # fmt: skip
 

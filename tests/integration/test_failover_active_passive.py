@@ -20,6 +20,7 @@ from failover_support import (
     active_cluster,
     check_exactly_once,
     consume_part,
+    failover_env,
     read_rest,
     run_cli,
     wait_until,
@@ -76,11 +77,7 @@ def test_active_passive_failover_and_failback_read_every_record_exactly_once(
     )
     assert cluster_pair.consul_http_addr is not None
     consul = ConsulClient(cluster_pair.consul_http_addr)
-    env = {
-        "DRSVC_CONSUL_HTTP_ADDR": cluster_pair.consul_http_addr,
-        "DRSVC_FAILOVER_LOCK_TTL_S": "2",
-        "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
-    }
+    env = failover_env(cluster_pair.consul_http_addr)
     consumed: dict[str, list[bytes]] = {g: [] for g in GROUPS}
     flows = ["east->west", "west->east"]
     with running_workers(topology, flows, tmp_path, "--consul", cluster_pair.consul_http_addr):

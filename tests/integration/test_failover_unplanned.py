@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from failover_support import (
     PARTITIONS,
     checkpoints_at,
     consume_part,
+    failover_env,
     read_rest,
     run_cli,
     wait_until,
@@ -58,14 +58,6 @@ def _records(
     ]
 
 
-@pytest.fixture
-def east_restored(local_env: LocalEnvironment, cluster_pair: EnvironmentInfo) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        local_env.up(["east", "west"])
-
-
 @pytest.mark.parametrize("on_recovery", ["quarantine", "replay"])
 def test_unplanned_failover_reports_exactly_what_did_not_cross(
     local_env: LocalEnvironment,
@@ -87,11 +79,7 @@ def test_unplanned_failover_reports_exactly_what_did_not_cross(
         on_recovery=on_recovery,
     )
     assert cluster_pair.consul_http_addr is not None
-    env = {
-        "DRSVC_CONSUL_HTTP_ADDR": cluster_pair.consul_http_addr,
-        "DRSVC_FAILOVER_LOCK_TTL_S": "2",
-        "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
-    }
+    env = failover_env(cluster_pair.consul_http_addr)
     produce(east, topic, _records(tag, 0, 400))
     consumed: dict[str, list[bytes]] = {}
     committed: dict[str, dict[tuple[str, int], int]] = {}
