@@ -15,6 +15,8 @@ from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.cli.common import (
     ConsulOption,
+    LogFormatOption,
+    MetricsPortOption,
     StateDirOption,
     TopologyOption,
     configure_logging,
@@ -27,6 +29,7 @@ from drsvc.runtime.controller.controller import DrController
 from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.runtime.failover.executor import LockTiming
+from drsvc.runtime.metrics_server import serve_metrics
 from drsvc.settings import Settings
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 
@@ -51,9 +54,11 @@ def register(app: typer.Typer) -> None:
         replica: ReplicaOption = None,
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
+        metrics_port: MetricsPortOption = None,
+        log_format: LogFormatOption = "text",
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     ) -> None:
-        configure_logging(verbose)
+        configure_logging(verbose, log_format)
         topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
         address = resolve_consul(consul, state_dir)
         if address is None:
@@ -74,6 +79,7 @@ def register(app: typer.Typer) -> None:
             replica=name,
             lock_timing=timing,
         )
+        serve_metrics(metrics_port)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())

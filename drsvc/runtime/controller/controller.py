@@ -11,6 +11,9 @@ lock (at most its takeover time) and carries the same record on.
 
 Takeover: a leader that dies is replaced once its session is invalidated, within
 ``2 x TTL + lock delay`` (Consul enforces a session TTL at up to twice its value), plus one cycle.
+
+Metrics (:mod:`drsvc.runtime.controller.metrics`): every decision by application and action,
+whether this replica leads, and every failover it started or resumed by outcome.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 
 from drsvc.adapters.coordination import Coordinator, Lock
 from drsvc.errors import DrsvcError, LockLostError
+from drsvc.runtime.controller.metrics import ControllerMetrics, controller_metrics
 from drsvc.runtime.controller.observe import Source, observe
 from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
 from drsvc.topology.models import Application, Topology
@@ -74,6 +78,7 @@ class DrController:
         lock_timing: LockTiming,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.topology = topology
         self.executor = executor
@@ -88,6 +93,9 @@ class DrController:
         self._state = ControllerState()
         self._lock: Lock | None = None
         self.decisions = DecisionLog()
+        self._metrics = metrics if metrics is not None else controller_metrics()
+        self._leader_gauge = self._metrics.leader.labels(replica)
+        self._leader_gauge.set(0)
 
     @property
     def leading(self) -> bool:
@@ -103,8 +111,7 @@ class DrController:
                         self.cycle()
                 except LockLostError as err:
                     log.error("controller %s lost the lead: %s", self.replica, err)
-                    self._lock = None
-                    self._state = ControllerState()  # the next lead observes afresh
+                    self._follow()
                 except DrsvcError as err:
                     log.warning("controller %s: %s; trying again", self.replica, err)
                 # One cycle per interval: a cycle that waited for a dead cluster's probe took
@@ -113,14 +120,14 @@ class DrController:
         finally:
             if self._lock is not None:
                 self._lock.release()
+            self._leader_gauge.set(0)
 
     def _lead(self) -> bool:
         if self._lock is not None and self._lock.held():
             return True
         if self._lock is not None:
             log.error("controller %s lost the lead", self.replica)
-            self._lock = None
-            self._state = ControllerState()
+            self._follow()
         lock = self.coordinator.try_lock(
             naming.controller_lock_key(self.topology.namespace),
             self.replica,
@@ -131,7 +138,15 @@ class DrController:
             return False
         log.warning("controller %s leads", self.replica)
         self._lock = lock
+        self._leader_gauge.set(1)
         return True
+
+    def _follow(self) -> None:
+        """The lead is lost: forget it, and what was observed under it (the next lead observes
+        afresh)."""
+        self._lock = None
+        self._state = ControllerState()
+        self._leader_gauge.set(0)
 
     def cycle(self) -> list[Decision]:
         """Observe every cluster, decide for every application, act."""
@@ -144,6 +159,7 @@ class DrController:
         )
         for decision in decisions:
             self.decisions.note(decision)
+            self._metrics.decisions.labels(decision.app, decision.action.value).inc()
             self._act(decision)
         return decisions
 
@@ -188,11 +204,14 @@ class DrController:
             else:
                 return
         except (FailoverRefused, DrsvcError) as err:
+            outcome = "refused" if isinstance(err, FailoverRefused) else "error"
+            self._count_failover(decision, outcome)
             if isinstance(err, LockLostError):
                 raise
             log.error("controller: %s of %s did not run: %s", decision.action.value,
                       decision.app, err)  # fmt: skip
             return
+        self._count_failover(decision, record.state.value)
         log.warning(
             "controller: failover %s of %s to %s: %s (%s)",
             record.plan.failover_id,
@@ -201,3 +220,6 @@ class DrController:
             record.state.value,
             record.plan.kind.value,
         )
+
+    def _count_failover(self, decision: Decision, outcome: str) -> None:
+        self._metrics.failovers.labels(decision.app, decision.action.value, outcome).inc()
