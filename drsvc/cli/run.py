@@ -22,7 +22,12 @@ from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
 from drsvc.runtime.supervisor.live_view import LiveView, RecentEvents
 from drsvc.runtime.supervisor.plain_view import PlainView
 from drsvc.runtime.supervisor.restart_policy import RestartPolicy
-from drsvc.runtime.supervisor.roles import ROLE_KINDS, parse_role_kinds, plan_roles
+from drsvc.runtime.supervisor.roles import (
+    ROLE_KINDS,
+    default_role_kinds,
+    parse_role_kinds,
+    plan_roles,
+)
 from drsvc.runtime.supervisor.run_lock import hold_run_lock
 from drsvc.runtime.supervisor.status import StatusView
 from drsvc.runtime.supervisor.supervisor import Outcome, Supervisor, SupervisorSettings
@@ -58,9 +63,14 @@ def register(app: typer.Typer) -> None:
             int, typer.Option(min=1, help="Replication worker processes per flow.")
         ] = 1,
         roles: Annotated[
-            str,
-            typer.Option(help=f"Comma-separated roles to run: {', '.join(ROLE_KINDS)}."),
-        ] = ",".join(ROLE_KINDS),
+            str | None,
+            typer.Option(
+                help=f"Comma-separated roles to run: {', '.join(ROLE_KINDS)} (default: "
+                "replicate, heartbeats, checkpoints, and controller when an application has "
+                "auto_failover; api only when named here).",
+                show_default=False,
+            ),
+        ] = None,
         plain: Annotated[
             bool, typer.Option("--plain", help="Log lines instead of the live view, even on a TTY.")
         ] = False,
@@ -77,14 +87,16 @@ def register(app: typer.Typer) -> None:
         log_format: LogFormatOption = "text",
     ) -> None:
         """Run every role of a topology (replication workers per flow, heartbeats,
-        checkpoints), restarting crashed roles with backoff, until SIGINT/SIGTERM."""
+        checkpoints, the DR controller, the HTTP API), restarting crashed roles with backoff,
+        until SIGINT/SIGTERM."""
         if log_format not in LOG_FORMATS:
             raise ConfigError(
                 f"--log-format must be one of {', '.join(LOG_FORMATS)} (got {log_format!r})"
             )
-        kinds = parse_role_kinds(roles)
+        explicit = parse_role_kinds(roles) if roles is not None else None
         topology_path = topology_file.resolve()
         topology = load_topology(topology_path)
+        kinds = explicit if explicit is not None else default_role_kinds(topology)
         state = Settings.from_env(state_dir=state_dir).state_dir.resolve()
         run_dir = state / "run"
         specs = plan_roles(

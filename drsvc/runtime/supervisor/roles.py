@@ -1,10 +1,18 @@
 """Which role processes ``drsvc run`` starts for a topology, and with which command lines.
 
 Per flow, ``workers_per_flow`` replication workers (``drsvc replicate --flow <id>``); one
-``drsvc heartbeats`` and one ``drsvc checkpoints`` for the whole topology. Each role gets a name
-that is also the stem of its log file (``replicate.east-to-west.1``), the topology and the shared
-options (``--state-dir``, ``--log-format``, ``-v``); the supervisor adds ``--metrics-port`` when it
-starts the process, because the port may change between restarts.
+``drsvc heartbeats`` and one ``drsvc checkpoints`` for the whole topology; one DR controller
+replica (``drsvc controller``) and one HTTP API (``drsvc api``) when asked for. Each role gets a
+name that is also the stem of its log file (``replicate.east-to-west.1``), the topology and the
+shared options (``--state-dir``, ``--log-format``, ``-v``); the supervisor adds ``--metrics-port``
+when it starts the process, because the port may change between restarts (not to the API, which
+serves ``/metrics`` on its own port).
+
+Which kinds run by default (:func:`default_role_kinds`): the replication workers, heartbeats and
+checkpoints always; the controller only when an application of the topology opted into automated
+failover (``auto_failover: true``), since it would only ever hold otherwise; the API only when
+``--roles`` names it, because it takes a fixed port and failover requests over HTTP, which an
+operator should decide to offer.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from drsvc.topology.models import Topology
 REPLICATE = "replicate"
 HEARTBEATS = "heartbeats"
 CHECKPOINTS = "checkpoints"
-ROLE_KINDS = (REPLICATE, HEARTBEATS, CHECKPOINTS)
+CONTROLLER = "controller"
+API = "api"
+ROLE_KINDS = (REPLICATE, HEARTBEATS, CHECKPOINTS, CONTROLLER, API)
 
 
 def drsvc_command() -> tuple[str, ...]:
@@ -35,18 +45,27 @@ class RoleSpec:
     name: str
     """Unique; the stem of its log file and the value of ``DRSVC_ROLE`` in its environment."""
     kind: str
-    """replicate, heartbeats, checkpoints (or anything else for tests)."""
+    """One of :data:`ROLE_KINDS` (or anything else for tests)."""
     command: tuple[str, ...]
     """The command line without ``--metrics-port``."""
     flow: str | None = None
     """The flow a replication worker copies (e.g. ``east->west``)."""
     metrics: bool = True
-    """Whether the role accepts ``--metrics-port`` (every role command does)."""
+    """Whether the role accepts ``--metrics-port`` (every role command but ``drsvc api``, which
+    serves its metrics on its own port)."""
 
     def argv(self, metrics_port: int | None) -> list[str]:
         if not self.metrics or metrics_port is None:
             return list(self.command)
         return [*self.command, "--metrics-port", str(metrics_port)]
+
+
+def default_role_kinds(topology: Topology) -> tuple[str, ...]:
+    """The kinds ``drsvc run`` starts without ``--roles`` (see the module's docstring)."""
+    kinds = [REPLICATE, HEARTBEATS, CHECKPOINTS]
+    if any(app.auto_failover for app in topology.applications):
+        kinds.append(CONTROLLER)
+    return tuple(kinds)
 
 
 def parse_role_kinds(text: str) -> tuple[str, ...]:
@@ -83,7 +102,10 @@ def plan_roles(
     verbose: bool = False,
     drsvc: Sequence[str] | None = None,
 ) -> list[RoleSpec]:
-    """The roles to supervise for ``topology``, in start order (workers first, by flow)."""
+    """The roles to supervise for ``topology``, in start order (workers first, by flow).
+
+    A controller is refused for a topology without applications (it would have nothing to
+    watch); checkpoints are left out without flows (nothing to checkpoint)."""
     if workers_per_flow < 1:
         raise ConfigError(f"--workers-per-flow must be at least 1 (got {workers_per_flow})")
     base = tuple(drsvc) if drsvc is not None else drsvc_command()
@@ -107,6 +129,18 @@ def plan_roles(
         # Checkpoints follow flows: without one there is nothing to checkpoint.
         if kind in kinds and (kind != CHECKPOINTS or topology.flows):
             roles.append(RoleSpec(name=kind, kind=kind, command=(*base, kind, *shared)))
+    if CONTROLLER in kinds:
+        if not topology.applications:
+            raise ConfigError(
+                f"--roles {CONTROLLER}: topology {topology_file} has no applications, so the "
+                "controller would have nothing to fail over"
+            )
+        roles.append(
+            RoleSpec(name=CONTROLLER, kind=CONTROLLER, command=(*base, CONTROLLER, *shared))
+        )
+    if API in kinds:
+        # It picks and serves its own port (DRSVC_API_PORT, default 8080; docs/api.md).
+        roles.append(RoleSpec(name=API, kind=API, command=(*base, API, *shared), metrics=False))
     names = [role.name for role in roles]
     clashes = sorted({name for name in names if names.count(name) > 1})
     if clashes:

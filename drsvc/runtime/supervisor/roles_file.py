@@ -8,6 +8,10 @@ so a reader never sees half a file. Shape::
      "topology": "/abs/topology.yaml", "updated_at": 1700000000.0,
      "roles": [{"name": "replicate.east-to-west.1", "kind": "replicate", "flow": "east->west",
                 "state": "running", "pid": 456, "metrics_port": 40123, "restarts": 0, ...}]}
+
+``kind`` is one of :data:`~drsvc.runtime.supervisor.roles.ROLE_KINDS` (replicate, heartbeats,
+checkpoints, controller, api); ``flow`` is null but for replication workers, ``metrics_port`` null
+for the api (it serves its metrics on its own port).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ flows:
     ("args", "message"),
     [
         (["--roles", "replicate,bogus"], "--roles: unknown role 'bogus'"),
+        (["--roles", "replicate,controller"], "has no applications"),
         (["--log-format", "xml"], "--log-format must be one of text, json"),
     ],
 )

@@ -12,11 +12,13 @@ from drsvc.errors import ConfigError
 from drsvc.runtime.supervisor.roles import (
     ROLE_KINDS,
     RoleSpec,
+    default_role_kinds,
     parse_role_kinds,
     plan_roles,
     role_name,
 )
 from drsvc.topology import load_topology_text
+from drsvc.topology.models import Topology
 
 TOPOLOGY = """
 name: aa
@@ -29,9 +31,24 @@ flows:
 """
 
 DRSVC = ("/venv/python", "-m", "drsvc.cli.main")
+SHARED = ["--topology", "/t/aa.yaml", "--state-dir", "/state", "--log-format", "json"]
 
 
-def plan(kinds: tuple[str, ...] = ROLE_KINDS, **kwargs: object) -> list[RoleSpec]:
+def with_applications(*auto_failover: bool) -> Topology:
+    """TOPOLOGY with one application per flag, each with that ``auto_failover``."""
+    apps = "".join(
+        f"  - {{name: app{i}, groups: [g{i}], topics: [t{i}], preferred: east,"
+        f" auto_failover: {str(auto).lower()}}}\n"
+        for i, auto in enumerate(auto_failover)
+    )
+    return load_topology_text(TOPOLOGY + ("applications:\n" + apps if apps else ""))
+
+
+def plan(
+    kinds: tuple[str, ...] | None = None, topology: Topology | None = None, **kwargs: object
+) -> list[RoleSpec]:
+    """The roles of ``topology`` (default TOPOLOGY), of ``kinds`` (default: its default kinds)."""
+    topology = topology or load_topology_text(TOPOLOGY)
     options: dict[str, object] = {
         "workers_per_flow": 1,
         "state_dir": Path("/state"),
@@ -40,9 +57,9 @@ def plan(kinds: tuple[str, ...] = ROLE_KINDS, **kwargs: object) -> list[RoleSpec
     }
     options.update(kwargs)
     return plan_roles(
-        load_topology_text(TOPOLOGY),
+        topology,
         Path("/t/aa.yaml"),
-        kinds,
+        default_role_kinds(topology) if kinds is None else kinds,
         **options,  # type: ignore[arg-type]
     )
 
@@ -87,7 +104,8 @@ def test_zero_workers_is_refused() -> None:
     [
         ("replicate", ("replicate",)),
         (" heartbeats , replicate,heartbeats", ("heartbeats", "replicate")),
-        ("replicate,heartbeats,checkpoints", ROLE_KINDS),
+        ("replicate,heartbeats,checkpoints", ("replicate", "heartbeats", "checkpoints")),
+        ("api,controller", ("api", "controller")),
     ],
 )
 def test_parse_role_kinds(text: str, kinds: tuple[str, ...]) -> None:
@@ -128,3 +146,69 @@ flows:
             state_dir=Path("/s"),
             log_format="text",
         )
+
+
+def test_the_default_kinds_without_applications_are_the_copying_roles() -> None:
+    assert default_role_kinds(load_topology_text(TOPOLOGY)) == (
+        "replicate", "heartbeats", "checkpoints",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("auto_failover", "controller"),
+    [((), False), ((False,), False), ((False, False), False), ((False, True), True)],
+)
+def test_the_controller_runs_by_default_only_for_an_opted_in_application(
+    auto_failover: tuple[bool, ...], controller: bool
+) -> None:
+    kinds = default_role_kinds(with_applications(*auto_failover))
+    assert kinds[:3] == ("replicate", "heartbeats", "checkpoints")
+    assert ("controller" in kinds) is controller
+    assert "api" not in kinds  # only when asked for
+
+
+def test_every_kind_can_be_asked_for() -> None:
+    assert set(ROLE_KINDS) == {"replicate", "heartbeats", "checkpoints", "controller", "api"}
+    assert parse_role_kinds(",".join(ROLE_KINDS)) == ROLE_KINDS
+
+
+def test_the_controller_and_api_command_lines() -> None:
+    roles = plan(topology=with_applications(True), verbose=True)
+    assert [r.name for r in roles][-1] == "controller"
+    controller = roles[-1]
+    assert controller.kind == "controller" and controller.flow is None and controller.metrics
+    assert controller.argv(4321) == [
+        *DRSVC, "controller", *SHARED, "-v", "--metrics-port", "4321",
+    ]  # fmt: skip
+    api = plan(("api",), topology=with_applications(False))
+    assert [r.name for r in api] == ["api"]
+    assert api[0].kind == "api" and not api[0].metrics
+    # The API serves /metrics on its own port: no --metrics-port, whatever the supervisor picks.
+    assert api[0].argv(4321) == [*DRSVC, "api", *SHARED]
+
+
+def test_the_api_runs_without_applications_or_flows() -> None:
+    bare = load_topology_text('name: bare\nclusters:\n  east: {bootstrap_servers: "127.0.0.1:1"}\n')
+    assert [r.name for r in plan(("api", "checkpoints"), topology=bare)] == ["api"]
+
+
+def test_a_controller_without_applications_is_refused() -> None:
+    with pytest.raises(ConfigError, match="has no applications"):
+        plan(("replicate", "controller"))
+
+
+def test_a_controller_asked_for_runs_even_without_an_opted_in_application() -> None:
+    roles = plan(("controller",), topology=with_applications(False))
+    assert [r.name for r in roles] == ["controller"]
+
+
+def test_every_kind_in_start_order() -> None:
+    roles = plan(ROLE_KINDS[::-1], topology=with_applications(True))
+    assert [r.name for r in roles] == [
+        "replicate.east-to-west.1",
+        "replicate.west-to-east.1",
+        "heartbeats",
+        "checkpoints",
+        "controller",
+        "api",
+    ]
