@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.cli.common import (
     ConsulOption,
     StateDirOption,
@@ -21,9 +19,14 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.errors import ConfigError
-from drsvc.runtime.failover.clusters import KafkaFailoverClusters
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
-from drsvc.runtime.translation.group_translation import iso_time
+from drsvc.runtime.failover.connect import connect_executor
+from drsvc.runtime.failover.executor import FailoverExecutor
+from drsvc.runtime.failover.views import (
+    app_document,
+    plan_document,
+    record_document,
+    recovery_document,
+)
 from drsvc.settings import Settings
 from failover.errors import FailoverRefused
 from failover.failover_plan import (
@@ -34,8 +37,6 @@ from failover.failover_plan import (
     FailoverState,
     GroupTarget,
 )
-from failover.failover_record import record_fields, recovery_fields
-from failover.recovery_point import rpo_records
 
 EXIT_OK = 0
 EXIT_NOT_DONE = 1
@@ -135,12 +136,12 @@ def register(app: typer.Typer) -> None:
             return
         records = executor.records()
         if as_json:
-            typer.echo(json.dumps([_summary(r) for r in records], indent=2))
+            typer.echo(json.dumps([record_document(r) for r in records], indent=2))
             return
         if not records:
             typer.echo("no failovers")
         for r in records:
-            s = _summary(r)
+            s = record_document(r)
             typer.echo(
                 f"{s['id']}  {s['app']}  {s['from']} -> {s['to']}  {s['kind']}  {s['state']}"
                 f"  {s['duration_s']}s"
@@ -183,7 +184,7 @@ def register(app: typer.Typer) -> None:
         state_dir: StateDirOption = None,
     ) -> None:
         executor = build_executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
-        rows = [_app_row(executor, name) for name in executor.application_names()]
+        rows = [app_document(executor, name) for name in executor.application_names()]
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
             return
@@ -213,13 +214,13 @@ def build_executor(
     address = resolve_consul(consul, state_dir)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")
-    settings = Settings.from_env(state_dir=state_dir)
-    return FailoverExecutor(
+    return connect_executor(
         topology,
-        ConsulCoordinator(address),
-        KafkaFailoverClusters(topology, bootstraps, probe_timeout_s=probe_timeout_s),
-        lock_timing=LockTiming(settings.failover_lock_ttl_s, settings.failover_lock_delay_s),
+        bootstraps,
+        address,
+        Settings.from_env(state_dir=state_dir),
         catch_up_timeout_s=catch_up_timeout_s,
+        probe_timeout_s=probe_timeout_s,
         on_event=lambda message: print(message, file=sys.stderr, flush=True),
     )
 
@@ -279,65 +280,8 @@ def _refused(app: str, to: str, reason: str, as_json: bool) -> None:
     raise typer.Exit(EXIT_NOT_DONE)
 
 
-def _summary(record: FailoverRecord) -> dict[str, Any]:
-    fields = record_fields(record)
-    ended = record.events[-1].at_ms if record.finished and record.events else None
-    duration = (ended or int(time.time() * 1000)) - record.created_ms
-    ranges = record.unreplicated
-    lost, exact = rpo_records(ranges)
-    return {
-        "id": fields["id"],
-        "app": fields["app"],
-        "from": fields["from"],
-        "to": fields["to"],
-        "kind": fields["kind"],
-        "state": fields["state"],
-        "request_id": fields["request_id"],
-        "groups": [_group_fields(g) for g in record.groups],
-        "cutoffs": fields["cutoffs"],
-        "unreplicated": [
-            {
-                "topic": u.topic,
-                "partition": u.partition,
-                "first_offset": u.first_offset,
-                "last_offset": u.last_offset,
-                "records": u.records,
-                "exact": u.exact,
-            }
-            for u in ranges
-        ],
-        "rpo_records": lost,
-        "rpo_exact": exact,
-        "events": [
-            {
-                "step": e["step"],
-                "outcome": e["outcome"],
-                "at": _iso(e["at_ms"]),
-                "at_ms": e["at_ms"],
-                "detail": e["detail"],
-            }
-            for e in fields["events"]
-        ],
-        "duration_s": round(max(0, duration) / 1000, 3),
-        "recovery": fields["recovery"],
-    }
-
-
-def _group_fields(g: GroupTarget) -> dict[str, Any]:
-    return {
-        "group": g.group,
-        "topic": g.topic,
-        "partition": g.partition,
-        "target_offset": g.target_offset,
-        "exact": g.exact,
-        "source_topic": g.source_topic,
-        "source_offset": g.source_offset,
-        "reason": g.reason,
-    }
-
-
 def _print_record(record: FailoverRecord, as_json: bool) -> None:
-    s = _summary(record)
+    s = record_document(record)
     if as_json:
         typer.echo(json.dumps(s, indent=2))
         return
@@ -364,22 +308,8 @@ def _print_record(record: FailoverRecord, as_json: bool) -> None:
         typer.echo(f"  recovery point: {s['rpo_records']} record(s) not replicated{bound}")
 
 
-def _recovery_summary(record: FailoverRecord, dry_run: bool) -> dict[str, Any]:
-    recovery = record.recovery
-    assert recovery is not None
-    fields = recovery_fields(recovery)
-    return {
-        "id": record.plan.failover_id,
-        "app": record.plan.app,
-        "dry_run": dry_run,
-        "state": "completed" if recovery.completed else ("planned" if dry_run else "running"),
-        **fields,
-        "records": recovery.records,
-    }
-
-
 def _print_recovery(record: FailoverRecord, dry_run: bool, as_json: bool) -> None:
-    s = _recovery_summary(record, dry_run)
+    s = recovery_document(record, dry_run)
     if as_json:
         typer.echo(json.dumps(s, indent=2))
         return
@@ -402,20 +332,7 @@ def _print_recovery(record: FailoverRecord, dry_run: bool, as_json: bool) -> Non
 
 
 def _print_plan(plan: FailoverPlan, targets: list[GroupTarget], note: str, as_json: bool) -> None:
-    doc = {
-        "dry_run": True,
-        "app": plan.app,
-        "from": plan.from_cluster,
-        "to": plan.to_cluster,
-        "kind": plan.kind.value,
-        "state": "planned",
-        "steps": [
-            {"name": s.name.value, "on_failure": s.on_failure.value, "timeout_s": s.timeout_s}
-            for s in plan.steps
-        ],
-        "groups": [_group_fields(g) for g in targets],
-        "note": note,
-    }
+    doc = plan_document(plan, targets, note)
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
@@ -435,28 +352,5 @@ def _print_plan(plan: FailoverPlan, targets: list[GroupTarget], note: str, as_js
         typer.echo(f"note: {note}")
 
 
-def _app_row(executor: FailoverExecutor, name: str) -> dict[str, Any]:
-    app = executor.application(name)
-    active = executor.active(app)
-    groups: list[dict[str, Any]] = []
-    if active.cluster is not None:
-        for other in executor.failover_targets(app, active.cluster):
-            for group in app.groups:
-                groups.append(executor.exposure(group, active.cluster, other))
-    return {
-        "app": app.name,
-        "active": active.cluster,
-        "epoch": active.epoch,
-        "failover_id": active.failover_id,
-        "preferred": app.preferred,
-        "running": executor.running(app),
-        "groups": groups,
-    }
-
-
 def _n(value: object) -> str:
     return "-" if value is None else str(value)
-
-
-def _iso(epoch_ms: int) -> str:
-    return iso_time(epoch_ms)

@@ -24,36 +24,12 @@ from drsvc.cli.common import (
     configure_logging,
     load_with_bootstraps,
 )
-from drsvc.runtime.heartbeats.observer import FreshnessKey, HeartbeatObserver, ObserverSettings
+from drsvc.runtime.heartbeats.observer import HeartbeatObserver, ObserverSettings
+from drsvc.runtime.heartbeats.report import freshness_report
 from drsvc.runtime.heartbeats.runner import HeartbeatRunner, check_timing
 from drsvc.runtime.metrics_server import serve_metrics
-from failover.heartbeats import Freshness
 
 log = logging.getLogger("drsvc.heartbeats")
-
-
-def freshness_report(
-    freshness: dict[FreshnessKey, Freshness],
-    expected: list[FreshnessKey],
-    stale_after_s: float,
-    watched_s: float,
-) -> dict[str, object]:
-    """The JSON document ``--once --json`` prints."""
-    return {
-        "stale_after_s": stale_after_s,
-        "watched_s": round(watched_s, 3),
-        "freshness": [
-            {
-                "observer": observer,
-                "source": source,
-                "state": fresh.state.value,
-                "freshness_s": round(fresh.seconds, 3),
-                "last_offset": fresh.last_offset,
-                "expected": (observer, source) in expected,
-            }
-            for (observer, source), fresh in sorted(freshness.items())
-        ],
-    }
 
 
 def _stop_on_signals(stop: threading.Event) -> None:

@@ -11,6 +11,7 @@ import sys
 import typer
 
 from drsvc.cli import (
+    api,
     checkpoints,
     controller,
     demo,
@@ -51,6 +52,7 @@ def build_app() -> typer.Typer:
     checkpoints.register(app)
     run.register(app)
     controller.register(app)
+    api.register(app)
     return app
 
 

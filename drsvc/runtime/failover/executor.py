@@ -336,15 +336,25 @@ class FailoverExecutor:
 
     # -- running ------------------------------------------------------------------------------
 
-    def start(self, request: FailoverRequest) -> FailoverRecord:
+    def start(
+        self,
+        request: FailoverRequest,
+        on_created: Callable[[FailoverRecord], None] | None = None,
+    ) -> FailoverRecord:
         """Plan and run ``request`` to its end. The same request id twice is one failover: the
-        second call returns the first one's record (resumed if its executor is gone)."""
+        second call returns the first one's record (resumed if its executor is gone).
+
+        ``on_created`` is called with the record once it is stored, before the first step (or
+        with the earlier record of a repeated request id): a caller that answers at once (the
+        API) learns the failover's id without waiting for its end."""
+        created = on_created or (lambda _record: None)
         app = self.application(request.app)
         if request.request_id:
             earlier = self._store.get(naming.failover_request_key(self._ns, request.request_id))
             if earlier is not None:
                 self.event(f"request {request.request_id} is failover {earlier.value}")
                 record = self.record(earlier.value)
+                created(record)
                 return record if record.finished else self.resume(earlier.value)
         now = self._clock.time_ms()
         failover_id = new_failover_id(now)
@@ -365,6 +375,7 @@ class FailoverExecutor:
                 f"failover {failover_id}: {plan.kind.value} failover of {app.name} from "
                 f"{plan.from_cluster} to {plan.to_cluster}"
             )
+            created(record)
             return self._run(app, record, lock)
         finally:
             lock.release()

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from drsvc.cli.heartbeats import freshness_report
 from drsvc.errors import ConfigError
+from drsvc.runtime.heartbeats.report import freshness_report
 from drsvc.runtime.heartbeats.runner import FreshnessLog, check_timing
 from failover.heartbeats import Freshness, FreshnessState
 

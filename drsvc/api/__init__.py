@@ -1,0 +1,1 @@
+"""The failover API: an HTTP service (FastAPI) over the same service functions as the CLI."""

@@ -1,0 +1,207 @@
+"""The FastAPI application: routes, authentication, metrics; no logic of its own (the handlers
+call :class:`drsvc.api.service.ApiService`).
+
+No ``from __future__ import annotations`` here: FastAPI reads the handlers' annotations at run
+time, and those name the dependencies built inside :func:`create_app`.
+"""
+
+from collections.abc import Awaitable, Callable
+from functools import cache
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+
+from drsvc.api.auth import ApiAuth
+from drsvc.api.problems import ApiProblem, install_problem_handlers
+from drsvc.api.service import ApiService, MoveRequest
+
+__all__ = ["MoveBody", "create_app"]
+
+_NAME = r"^[A-Za-z0-9._-]{1,249}$"
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"description": text, "content": {"application/json": {}}}
+    for code, text in (
+        (400, "Malformed request"),
+        (401, "No bearer token"),
+        (403, "Wrong token, or changes are disabled"),
+        (404, "Unknown application, cluster, group or failover"),
+        (409, "Refused: a failover of the application is running, or the plan refuses"),
+        (422, "Invalid request"),
+        (503, "Consul or a needed cluster is unreachable"),
+    )
+}
+
+
+class MoveBody(BaseModel):
+    """A failover or failback request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The cluster to move to (failback: the preferred cluster by default).",
+    )
+    dry_run: bool = Field(default=False, description="Answer with the plan; change nothing.")
+    force: bool = Field(
+        default=False,
+        description="Unplanned: switch at the latest checkpoints without waiting for "
+        "replication, even if the active cluster answers.",
+    )
+    request_id: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Your id for this request: the same id twice is one failover.",
+    )
+
+
+@cache
+def _requests_total() -> Counter:
+    return Counter(
+        "drsvc_api_requests",
+        "API requests answered, by route and status code.",
+        ["method", "route", "status"],
+        registry=REGISTRY,
+    )
+
+
+def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
+    app = FastAPI(
+        title="drsvc",
+        summary="Disaster recovery and failover for Apache Kafka",
+        version="1",
+    )
+    install_problem_handlers(app)
+    bearer = HTTPBearer(auto_error=False, description="The API token (DRSVC_API_TOKEN).")
+    requests_total = _requests_total()
+
+    def reader(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        auth.check(None if credentials is None else credentials.credentials, mutating=False)
+
+    def writer(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        auth.check(None if credentials is None else credentials.credentials, mutating=True)
+
+    @app.middleware("http")
+    async def count(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        requests_total.labels(request.method, path, str(response.status_code)).inc()
+        return response
+
+    read = [Depends(reader)]
+    AppName = Annotated[str, Path(pattern=_NAME, description="An application of the topology.")]
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """The process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], responses={503: _ERRORS[503]})
+    def readyz() -> dict[str, Any]:
+        """Consul answers and has a leader."""
+        return service.readiness()
+
+    @app.get("/v1/clusters", tags=["clusters"], dependencies=read, responses=_ERRORS)
+    def clusters() -> list[dict[str, Any]]:
+        """Reachability from this API, Consul's checks, heartbeat freshness per vantage point."""
+        return service.clusters()
+
+    @app.get("/v1/flows", tags=["flows"], dependencies=read, responses=_ERRORS)
+    def flows() -> dict[str, Any]:
+        """Per flow and partition: replicated offset, end, lag; per flow: heartbeat freshness."""
+        return service.flows()
+
+    @app.get("/v1/apps", tags=["apps"], dependencies=read, responses=_ERRORS)
+    def apps() -> dict[str, Any]:
+        """Every application's active cluster and epoch; the controller's leader."""
+        return service.apps()
+
+    @app.get("/v1/apps/{app}", tags=["apps"], dependencies=read, responses=_ERRORS)
+    def one_app(app: AppName) -> dict[str, Any]:
+        """Active cluster, epoch, and per group what a failover now would lose or re-read."""
+        return service.app(app)
+
+    @app.get("/v1/apps/{app}/groups/{group}", tags=["apps"], dependencies=read, responses=_ERRORS)
+    def group(
+        app: AppName,
+        group: Annotated[str, Path(pattern=_NAME, description="A group of the application.")],
+    ) -> dict[str, Any]:
+        """The group's checkpoints per partition, and its exposure to a failover now."""
+        return service.group(app, group)
+
+    def move(app: str, body: MoveBody | None, failback: bool) -> JSONResponse:
+        given = body or MoveBody()
+        status, doc = service.move(
+            MoveRequest(app, given.to, given.dry_run, given.force, given.request_id, failback)
+        )
+        headers = {} if status == 200 else {"Location": f"/v1/failovers/{doc['id']}"}
+        return JSONResponse(doc, status_code=status, headers=headers)
+
+    @app.post(
+        "/v1/apps/{app}/failover",
+        tags=["failovers"],
+        dependencies=[Depends(writer)],
+        status_code=202,
+        responses=_ERRORS,
+    )
+    def failover(app: AppName, body: MoveBody) -> JSONResponse:
+        """Move the application to ``to``: 202 with the failover record (it runs on; follow
+        the Location), or 200 with the plan for a dry run."""
+        return move(app, body, failback=False)
+
+    @app.post(
+        "/v1/apps/{app}/failback",
+        tags=["failovers"],
+        dependencies=[Depends(writer)],
+        status_code=202,
+        responses=_ERRORS,
+    )
+    def failback(app: AppName, body: MoveBody | None = None) -> JSONResponse:
+        """Move the application back to its preferred cluster (or ``to``)."""
+        return move(app, body, failback=True)
+
+    @app.get("/v1/failovers", tags=["failovers"], dependencies=read, responses=_ERRORS)
+    def failovers() -> list[dict[str, Any]]:
+        """Every failover of the namespace, oldest first."""
+        return service.failovers()
+
+    @app.get(
+        "/v1/failovers/{failover_id}", tags=["failovers"], dependencies=read, responses=_ERRORS
+    )
+    def one_failover(failover_id: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
+        """One failover's record: steps, groups, what was not replicated."""
+        return service.failover(failover_id)
+
+    @app.get("/v1/events", tags=["events"], dependencies=read, responses=_ERRORS)
+    def events(
+        after: Annotated[int, Query(ge=0, le=2**62, description="The last event id seen.")] = 0,
+        wait_s: Annotated[
+            float, Query(ge=0, le=30, description="Long-poll: wait this long for a new event.")
+        ] = 0,
+    ) -> dict[str, Any]:
+        """Failover steps as they are recorded, after event ``after`` (long-poll)."""
+        found = service.wait_events(after, wait_s)
+        return {
+            "events": [e.as_dict() for e in found],
+            "last_id": found[-1].id if found else after,
+        }
+
+    @app.get("/metrics", tags=["metrics"], dependencies=read, response_class=Response)
+    def metrics() -> Response:
+        """Prometheus metrics of this process."""
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    _ = ApiProblem  # raised by the service and auth, answered by the handlers above
+    return app

@@ -1,0 +1,316 @@
+"""What the API's handlers call: the same runtime functions as the CLI, one place per question.
+
+Every request gets its own failover executor (and so its own Kafka clients): requests run on
+the server's thread pool, and a failover started through the API runs on a thread of its own
+for minutes, so nothing is shared between them but Consul and the clusters themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.coordination import Coordinator
+from drsvc.api.events import Event, EventLog
+from drsvc.api.problems import ApiProblem
+from drsvc.errors import ConfigError, DrsvcError
+from drsvc.runtime.checkpoints.service import read_flow_checkpoints
+from drsvc.runtime.failover.clusters import KafkaFailoverClusters
+from drsvc.runtime.failover.executor import FailoverExecutor
+from drsvc.runtime.failover.views import (
+    app_document,
+    plan_document,
+    record_document,
+)
+from drsvc.runtime.heartbeats.observer import HeartbeatObserver
+from drsvc.runtime.heartbeats.report import freshness_report
+from drsvc.runtime.status.flow_status import read_status
+from drsvc.topology.models import Application, Topology
+from failover import naming
+from failover.failover_plan import FailoverRecord, FailoverRequest
+
+__all__ = ["ApiService", "MoveRequest"]
+
+log = logging.getLogger(__name__)
+
+#: ids drsvc gives failovers, and request ids it accepts (both end up in Consul keys)
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+ExecutorFactory = Callable[[], FailoverExecutor]
+
+
+@dataclass(frozen=True)
+class MoveRequest:
+    """A failover or failback asked through the API (already validated in shape)."""
+
+    app: str
+    to: str | None
+    dry_run: bool
+    force: bool
+    request_id: str | None
+    failback: bool
+
+
+class ApiService:
+    def __init__(
+        self,
+        topology: Topology,
+        bootstraps: Mapping[str, str],
+        executor_factory: ExecutorFactory,
+        coordinator: Coordinator,
+        consul: ConsulClient,
+        *,
+        observer: HeartbeatObserver | None = None,
+        probe_timeout_s: float = 2.0,
+        status_timeout_s: float = 10.0,
+        answer_within_s: float = 60.0,
+    ) -> None:
+        self.topology = topology
+        self._bootstraps = dict(bootstraps)
+        self._executor = executor_factory
+        self._store = coordinator
+        self._consul = consul
+        self._observer = observer
+        self._observer_started = time.monotonic()
+        self._probes = KafkaFailoverClusters(topology, bootstraps, probe_timeout_s=probe_timeout_s)
+        self._status_timeout_s = status_timeout_s
+        self._answer_within_s = answer_within_s
+        self.events = EventLog()
+        self._running: list[threading.Thread] = []
+
+    # -- health -------------------------------------------------------------------------------
+
+    def readiness(self) -> dict[str, Any]:
+        """Ready when Consul answers and has a leader (every decision needs it)."""
+        leader = self._consul.leader()
+        if not leader:
+            raise ApiProblem(
+                503, "unavailable", f"Consul at {self._consul.http_addr} has no leader"
+            )
+        return {"status": "ready", "consul_leader": leader}
+
+    # -- clusters and flows --------------------------------------------------------------------
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """Per cluster: does it answer this API, what Consul's checks say, and how fresh its
+        heartbeats are as seen from every cluster."""
+        aliases = sorted(self.topology.clusters)
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(aliases)))) as pool:
+            reachable = dict(zip(aliases, pool.map(self._probes.reachable, aliases), strict=True))
+        report = self._freshness()
+        return [
+            {
+                "cluster": alias,
+                "reachable": reachable[alias],
+                "consul_health": self._consul_health(alias),
+                "heartbeats": [
+                    {k: row[k] for k in ("observer", "state", "freshness_s", "last_offset")}
+                    for row in report
+                    if row["source"] == alias
+                ],
+            }
+            for alias in aliases
+        ]
+
+    def flows(self) -> dict[str, Any]:
+        """``drsvc status`` per flow, with the freshness of the source's heartbeats copied to
+        the target (how far behind replication runs, in time)."""
+        report = read_status(
+            self.topology, list(self.topology.flows), self._bootstraps, self._status_timeout_s
+        ).as_dict()
+        freshness = {(r["observer"], r["source"]): r for r in self._freshness()}
+        for flow in report["flows"]:  # type: ignore[attr-defined]
+            seen = freshness.get((flow["target"], flow["source"]))
+            flow["heartbeat_freshness_s"] = None if seen is None else seen["freshness_s"]
+            flow["state"] = (
+                "unreadable" if flow["error"] else ("caught-up" if flow["lag"] == 0 else "copying")
+            )
+        return report
+
+    def _freshness(self) -> list[dict[str, Any]]:
+        if self._observer is None:
+            return []
+        watched = time.monotonic() - self._observer_started
+        doc = freshness_report(
+            self._observer.freshness(),
+            self._observer.expected(),
+            self._observer.settings.stale_after_s,
+            watched,
+        )
+        rows: list[dict[str, Any]] = doc["freshness"]  # type: ignore[assignment]
+        return rows
+
+    def _consul_health(self, alias: str) -> str | None:
+        try:
+            entries = self._consul.service_health(f"kafka-{alias}")
+        except DrsvcError:
+            return None
+        if not entries:
+            return None
+        states = {check["Status"] for entry in entries for check in entry["Checks"]}
+        return "passing" if states == {"passing"} else "critical"
+
+    # -- applications ----------------------------------------------------------------------------
+
+    def apps(self) -> dict[str, Any]:
+        executor = self._executor()
+        return {
+            "controller_leader": self.controller_leader(),
+            "apps": [app_document(executor, name) for name in executor.application_names()],
+        }
+
+    def app(self, name: str) -> dict[str, Any]:
+        self.application(name)
+        return app_document(self._executor(), name)
+
+    def group(self, app_name: str, group: str) -> dict[str, Any]:
+        """The group's checkpoints per partition on every flow out of the application's
+        clusters, and what a failover to each would cost it now."""
+        app = self.application(app_name)
+        if group not in app.groups:
+            raise ApiProblem(
+                404,
+                "not_found",
+                f"application {app.name} has no group {group!r} (groups: {', '.join(app.groups)})",
+            )
+        executor = self._executor()
+        active = executor.active(app)
+        flows = []
+        for flow in read_flow_checkpoints(self.topology, self._bootstraps):
+            checkpoints = flow["groups"].get(group, [])
+            flows.append(
+                {"flow": flow["flow"], "cluster": flow["cluster"], "checkpoints": checkpoints}
+            )
+        exposure = []
+        if active.cluster is not None:
+            exposure = [
+                executor.exposure(group, active.cluster, other)
+                for other in executor.failover_targets(app, active.cluster)
+            ]
+        return {
+            "app": app.name,
+            "group": group,
+            "active": active.cluster,
+            "flows": flows,
+            "exposure": exposure,
+        }
+
+    def controller_leader(self) -> str | None:
+        """The controller replica holding the leader lock (None: no controller leads)."""
+        entry = self._store.get(naming.controller_lock_key(self.topology.namespace))
+        if entry is None or entry.session is None:
+            return None
+        return entry.value or None
+
+    def application(self, name: str) -> Application:
+        names = [a.name for a in self.topology.applications]
+        if name not in names:
+            known = ", ".join(names) or "none"
+            raise ApiProblem(404, "not_found", f"no application {name!r} (applications: {known})")
+        return self.topology.application(name)
+
+    # -- failovers -------------------------------------------------------------------------------
+
+    def failovers(self) -> list[dict[str, Any]]:
+        return [record_document(r) for r in self._executor().records()]
+
+    def failover(self, failover_id: str) -> dict[str, Any]:
+        if not _ID.match(failover_id):
+            raise ApiProblem(404, "not_found", f"no failover {failover_id!r}")
+        try:
+            return record_document(self._executor().record(failover_id))
+        except ConfigError as err:
+            raise ApiProblem(404, "not_found", str(err)) from err
+
+    def move(self, request: MoveRequest) -> tuple[int, dict[str, Any]]:
+        """A dry run (200 and the plan) or a started failover (202 and its record, as soon as
+        the record is stored; the failover runs on)."""
+        app = self.application(request.app)
+        to = request.to or (app.preferred if request.failback else None)
+        if to is None:
+            raise ApiProblem(
+                422,
+                "invalid",
+                "invalid request: to: the cluster to move to is required for a failover",
+            )
+        if to not in self.topology.clusters:
+            known = ", ".join(sorted(self.topology.clusters))
+            raise ApiProblem(404, "not_found", f"no cluster {to!r} (clusters: {known})")
+        if request.request_id is not None and not _ID.match(request.request_id):
+            raise ApiProblem(
+                422,
+                "invalid",
+                "invalid request: request_id: 1 to 128 letters, digits, "
+                "'.', '_', ':' or '-', starting with a letter or digit",
+            )
+        executor = self._executor()
+        failover_request = FailoverRequest(app.name, to, request.force, request.request_id)
+        if request.dry_run:
+            plan, targets, note = executor.preview(failover_request)
+            return 200, plan_document(plan, targets, note)
+        if request.request_id is None:
+            running = executor.running(app)
+            if running is not None:
+                raise ApiProblem(
+                    409,
+                    "failover_running",
+                    f"failover {running} of application {app.name} is running: wait for it "
+                    "to end, or resume it if its executor died",
+                )
+        record = self._start(executor, failover_request)
+        return 202, record_document(record)
+
+    def _start(self, executor: FailoverExecutor, request: FailoverRequest) -> FailoverRecord:
+        created: dict[str, FailoverRecord] = {}
+        failed: dict[str, BaseException] = {}
+        answered = threading.Event()
+
+        def on_created(record: FailoverRecord) -> None:
+            created["record"] = record
+            answered.set()
+
+        def run() -> None:
+            try:
+                record = executor.start(request, on_created)
+                log.info(
+                    "failover %s of %s: %s",
+                    record.plan.failover_id,
+                    request.app,
+                    record.state.value,
+                )
+            except Exception as err:
+                if answered.is_set():
+                    log.error("failover of %s stopped: %s", request.app, err)
+                else:
+                    failed["error"] = err
+                    answered.set()
+
+        thread = threading.Thread(target=run, name=f"failover-{request.app}", daemon=True)
+        thread.start()
+        self._running = [t for t in self._running if t.is_alive()] + [thread]
+        if not answered.wait(self._answer_within_s):
+            raise ApiProblem(
+                503,
+                "unavailable",
+                f"the failover of {request.app} did not start within "
+                f"{self._answer_within_s:.0f}s; see GET /v1/failovers",
+            )
+        if "error" in failed:
+            raise failed["error"]
+        return created["record"]
+
+    def wait_events(self, after: int, wait_s: float) -> list[Event]:
+        executor = self._executor()
+        return self.events.wait(
+            after, wait_s, lambda: self.events.note(executor.records()), time.sleep
+        )
+
+    def running_threads(self) -> int:
+        return sum(t.is_alive() for t in self._running)

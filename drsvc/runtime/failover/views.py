@@ -1,0 +1,132 @@
+"""The JSON documents of failovers, plans, recoveries and applications.
+
+One shape for every interface: ``drsvc failover --json`` prints them and the API answers with
+them, so a failover through either reads the same.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from drsvc.runtime.failover.executor import FailoverExecutor
+from drsvc.runtime.translation.group_translation import iso_time
+from failover.failover_plan import FailoverPlan, FailoverRecord, GroupTarget
+from failover.failover_record import record_fields, recovery_fields
+from failover.recovery_point import rpo_records
+
+__all__ = ["app_document", "group_fields", "plan_document", "record_document", "recovery_document"]
+
+
+def record_document(record: FailoverRecord) -> dict[str, Any]:
+    """A failover record: its plan, every step's outcome, the groups' new positions and what
+    was not replicated (the recovery point)."""
+    fields = record_fields(record)
+    ended = record.events[-1].at_ms if record.finished and record.events else None
+    duration = (ended or int(time.time() * 1000)) - record.created_ms
+    ranges = record.unreplicated
+    lost, exact = rpo_records(ranges)
+    return {
+        "id": fields["id"],
+        "app": fields["app"],
+        "from": fields["from"],
+        "to": fields["to"],
+        "kind": fields["kind"],
+        "state": fields["state"],
+        "request_id": fields["request_id"],
+        "groups": [group_fields(g) for g in record.groups],
+        "cutoffs": fields["cutoffs"],
+        "unreplicated": [
+            {
+                "topic": u.topic,
+                "partition": u.partition,
+                "first_offset": u.first_offset,
+                "last_offset": u.last_offset,
+                "records": u.records,
+                "exact": u.exact,
+            }
+            for u in ranges
+        ],
+        "rpo_records": lost,
+        "rpo_exact": exact,
+        "events": [
+            {
+                "step": e["step"],
+                "outcome": e["outcome"],
+                "at": iso_time(e["at_ms"]),
+                "at_ms": e["at_ms"],
+                "detail": e["detail"],
+            }
+            for e in fields["events"]
+        ],
+        "duration_s": round(max(0, duration) / 1000, 3),
+        "recovery": fields["recovery"],
+    }
+
+
+def group_fields(g: GroupTarget) -> dict[str, Any]:
+    return {
+        "group": g.group,
+        "topic": g.topic,
+        "partition": g.partition,
+        "target_offset": g.target_offset,
+        "exact": g.exact,
+        "source_topic": g.source_topic,
+        "source_offset": g.source_offset,
+        "reason": g.reason,
+    }
+
+
+def plan_document(plan: FailoverPlan, targets: list[GroupTarget], note: str) -> dict[str, Any]:
+    """A dry run: the steps a failover would take and where its groups would start now."""
+    return {
+        "dry_run": True,
+        "app": plan.app,
+        "from": plan.from_cluster,
+        "to": plan.to_cluster,
+        "kind": plan.kind.value,
+        "state": "planned",
+        "steps": [
+            {"name": s.name.value, "on_failure": s.on_failure.value, "timeout_s": s.timeout_s}
+            for s in plan.steps
+        ],
+        "groups": [group_fields(g) for g in targets],
+        "note": note,
+    }
+
+
+def recovery_document(record: FailoverRecord, dry_run: bool) -> dict[str, Any]:
+    """The recovery of a returned site after an unplanned failover."""
+    recovery = record.recovery
+    assert recovery is not None
+    fields = recovery_fields(recovery)
+    return {
+        "id": record.plan.failover_id,
+        "app": record.plan.app,
+        "dry_run": dry_run,
+        "state": "completed" if recovery.completed else ("planned" if dry_run else "running"),
+        **fields,
+        "records": recovery.records,
+    }
+
+
+def app_document(executor: FailoverExecutor, name: str) -> dict[str, Any]:
+    """An application's active cluster and epoch, its running failover, and per group what a
+    failover to each other cluster right now would lose and re-read."""
+    app = executor.application(name)
+    active = executor.active(app)
+    groups: list[dict[str, Any]] = []
+    if active.cluster is not None:
+        for other in executor.failover_targets(app, active.cluster):
+            for group in app.groups:
+                groups.append(executor.exposure(group, active.cluster, other))
+    return {
+        "app": app.name,
+        "active": active.cluster,
+        "epoch": active.epoch,
+        "failover_id": active.failover_id,
+        "preferred": app.preferred,
+        "auto_failover": app.auto_failover,
+        "running": executor.running(app),
+        "groups": groups,
+    }

@@ -1,0 +1,235 @@
+"""The API's routes, authentication and error shape, over a fake service (no I/O)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from drsvc.api.app import create_app
+from drsvc.api.auth import ApiAuth, load_token
+from drsvc.api.events import EventLog
+from drsvc.api.problems import ApiProblem
+from drsvc.api.service import MoveRequest
+from drsvc.errors import ConfigError, CoordinatorUnavailableError
+from failover.errors import FailoverRefused
+
+TOKEN = "s3cret-token-0123456789"
+
+
+class FakeService:
+    def __init__(self) -> None:
+        self.moves: list[MoveRequest] = []
+        self.fail_with: Exception | None = None
+        self.events = EventLog()
+
+    def _maybe_fail(self) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    def readiness(self) -> dict[str, Any]:
+        self._maybe_fail()
+        return {"status": "ready"}
+
+    def clusters(self) -> list[dict[str, Any]]:
+        self._maybe_fail()
+        return [{"cluster": "east", "reachable": True}]
+
+    def flows(self) -> dict[str, Any]:
+        return {"flows": []}
+
+    def apps(self) -> dict[str, Any]:
+        return {"controller_leader": None, "apps": []}
+
+    def app(self, name: str) -> dict[str, Any]:
+        if name != "orders":
+            raise ApiProblem(404, "not_found", f"no application {name!r}")
+        return {"app": name}
+
+    def group(self, app: str, group: str) -> dict[str, Any]:
+        return {"app": app, "group": group}
+
+    def failovers(self) -> list[dict[str, Any]]:
+        return []
+
+    def failover(self, failover_id: str) -> dict[str, Any]:
+        raise ApiProblem(404, "not_found", f"no failover {failover_id!r}")
+
+    def move(self, request: MoveRequest) -> tuple[int, dict[str, Any]]:
+        self._maybe_fail()
+        self.moves.append(request)
+        if request.dry_run:
+            return 200, {"dry_run": True}
+        return 202, {"id": "f-1", "state": "running"}
+
+    def wait_events(self, after: int, wait_s: float) -> list[Any]:
+        return self.events.after(after)
+
+
+def client(
+    service: FakeService, token: str | None = TOKEN, protect_reads: bool = False
+) -> TestClient:
+    app = create_app(service, ApiAuth(token, protect_reads))  # type: ignore[arg-type]
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def bearer(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_health_and_reads_need_no_token_by_default() -> None:
+    c = client(FakeService())
+    assert c.get("/healthz").json() == {"status": "ok"}
+    assert c.get("/v1/apps").status_code == 200
+    assert c.get("/v1/apps/orders").json() == {"app": "orders"}
+
+
+def test_a_failover_needs_the_token() -> None:
+    service = FakeService()
+    c = client(service)
+    missing = c.post("/v1/apps/orders/failover", json={"to": "west"})
+    assert missing.status_code == 401
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    assert missing.json()["error"]["code"] == "unauthorized"
+    wrong = c.post("/v1/apps/orders/failover", json={"to": "west"}, headers=bearer("x" * 20))
+    assert wrong.status_code == 403
+    assert service.moves == []
+    ok = c.post(
+        "/v1/apps/orders/failover", json={"to": "west", "request_id": "r1"}, headers=bearer()
+    )
+    assert ok.status_code == 202
+    assert ok.headers["Location"] == "/v1/failovers/f-1"
+    assert service.moves == [MoveRequest("orders", "west", False, False, "r1", failback=False)]
+
+
+def test_without_a_configured_token_changes_are_refused() -> None:
+    service = FakeService()
+    c = client(service, token=None)
+    answer = c.post("/v1/apps/orders/failover", json={"to": "west"}, headers=bearer())
+    assert answer.status_code == 403
+    assert "no API token is configured" in answer.json()["error"]["message"]
+    assert service.moves == []
+
+
+def test_protected_reads() -> None:
+    c = client(FakeService(), protect_reads=True)
+    assert c.get("/v1/apps").status_code == 401
+    assert c.get("/v1/apps", headers=bearer()).status_code == 200
+    assert c.get("/healthz").status_code == 200  # probes of the orchestrator stay open
+
+
+def test_a_dry_run_answers_200_without_location() -> None:
+    c = client(FakeService())
+    answer = c.post("/v1/apps/orders/failback", json={"dry_run": True}, headers=bearer())
+    assert answer.status_code == 200 and "Location" not in answer.headers
+    assert c.post("/v1/apps/orders/failback", headers=bearer()).status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"to": "west", "colour": "blue"}, 422),
+        ({"to": 5}, 422),
+        ({"to": "west", "dry_run": "perhaps"}, 422),
+        ({"to": "w" * 65}, 422),
+    ],
+)
+def test_bad_bodies_get_422_naming_the_field(body: dict[str, Any], status: int) -> None:
+    answer = client(FakeService()).post("/v1/apps/orders/failover", json=body, headers=bearer())
+    assert answer.status_code == status
+    error = answer.json()["error"]
+    assert error["code"] == "invalid" and error["details"], error
+
+
+def test_malformed_json_gets_400() -> None:
+    answer = client(FakeService()).post(
+        "/v1/apps/orders/failover",
+        content=b"{not json",
+        headers={**bearer(), "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "bad_request"
+
+
+def test_errors_have_one_shape_and_the_right_codes() -> None:
+    service = FakeService()
+    c = client(service)
+    unknown = c.get("/v1/apps/nope")
+    assert unknown.status_code == 404
+    assert unknown.json() == {
+        "error": {"status": 404, "code": "not_found", "message": "no application 'nope'"}
+    }
+    assert c.get("/v1/no-such-route").json()["error"]["code"] == "not_found"
+    assert c.delete("/v1/apps").json()["error"]["status"] == 405
+    service.fail_with = CoordinatorUnavailableError("Consul at 127.0.0.1:1: refused", delay=3)
+    down = c.get("/readyz")
+    assert down.status_code == 503 and down.headers["Retry-After"] == "3"
+    assert down.json()["error"]["code"] == "unavailable"
+    service.fail_with = FailoverRefused("application orders is already active on west")
+    refused = c.post("/v1/apps/orders/failover", json={"to": "west"}, headers=bearer())
+    assert refused.status_code == 409
+    assert "already active on west" in refused.json()["error"]["message"]
+    service.fail_with = RuntimeError("boom")
+    crashed = c.get("/v1/clusters")
+    assert crashed.status_code == 500
+    assert "boom" not in crashed.text  # internals stay in the log
+
+
+def test_the_token_never_appears_in_answers(caplog: pytest.LogCaptureFixture) -> None:
+    c = client(FakeService())
+    for headers in (bearer(), bearer(TOKEN + "x"), {"Authorization": TOKEN}):
+        answer = c.post("/v1/apps/orders/failover", json={"to": "west"}, headers=headers)
+        assert TOKEN not in answer.text
+    assert TOKEN not in caplog.text
+    assert TOKEN not in repr(ApiAuth(TOKEN))
+
+
+def test_metrics_count_requests_by_route() -> None:
+    c = client(FakeService())
+    c.get("/v1/apps/orders")
+    text = c.get("/metrics").text
+    assert 'drsvc_api_requests_total{method="GET",route="/v1/apps/{app}",status="200"}' in text
+
+
+def test_openapi_document_lists_every_route() -> None:
+    paths = client(FakeService()).get("/openapi.json").json()["paths"]
+    for path in (
+        "/healthz",
+        "/readyz",
+        "/v1/clusters",
+        "/v1/flows",
+        "/v1/apps",
+        "/v1/apps/{app}",
+        "/v1/apps/{app}/groups/{group}",
+        "/v1/apps/{app}/failover",
+        "/v1/apps/{app}/failback",
+        "/v1/failovers",
+        "/v1/failovers/{failover_id}",
+        "/v1/events",
+        "/metrics",
+    ):
+        assert path in paths, path
+
+
+def test_token_file(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    os.chmod(path, 0o600)
+    assert load_token(path, {}) == TOKEN
+    os.chmod(path, 0o644)
+    with pytest.raises(ConfigError, match="readable by others"):
+        load_token(path, {})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_token(tmp_path / "missing", {})
+    assert load_token(None, {"DRSVC_API_TOKEN": " abc "}) == "abc"
+    assert load_token(None, {}) is None
+
+
+def test_auth_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="without a token"):
+        ApiAuth(None, protect_reads=True)
+    with pytest.raises(ConfigError, match="too short"):
+        ApiAuth("short")
