@@ -1,0 +1,255 @@
+"""The failover API (``drsvc api``) against real brokers and real Consul servers.
+
+An application runs on east with flows both ways, as in the CLI's failover tests; the API runs
+as its own process. Every endpoint is called with good and bad input, with and without the token;
+a failover through the API is compared with one through the CLI; the API is fuzzed from its own
+OpenAPI document (no input may get a 5xx).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import schemathesis
+from checkpoint_support import free_port
+from failover_support import (
+    active_cluster,
+    failover_env,
+    run_cli,
+    wait_for_remote_copies,
+    wait_until,
+    write_failover_topology,
+)
+from hypothesis import HealthCheck, settings
+from replication_support import create, running_workers
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.devenv.environment import EnvironmentInfo
+
+pytestmark = pytest.mark.timeout(600)
+
+TOKEN = f"test-token-{uuid.uuid4().hex}"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@dataclass
+class Api:
+    url: str
+    topology: Path
+    namespace: str
+    consul: ConsulClient
+    env: dict[str, str]
+    log: Path
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return requests.get(self.url + path, timeout=60, **kwargs)
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> requests.Response:
+        return requests.post(self.url + path, json=body, timeout=120, **kwargs)
+
+    def cli(self, *args: str) -> tuple[int, Any, str]:
+        return run_cli(*args, "-t", str(self.topology), env=self.env)
+
+    def wait_ended(self, failover_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+
+        def ended() -> bool:
+            found.update(self.get(f"/v1/failovers/{failover_id}").json())
+            return found["state"] in ("completed", "rolled-back", "failed")
+
+        wait_until(ended, 180, f"failover {failover_id} to end")
+        return found
+
+
+@pytest.fixture(scope="module")
+def api(cluster_pair: EnvironmentInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    tag = uuid.uuid4().hex[:6]
+    topic = f"api-{tag}"
+    bootstraps = dict(cluster_pair.clusters)
+    for alias in ("east", "west"):
+        create(bootstraps[alias], topic, 2)
+    tmp = tmp_path_factory.mktemp("api")
+    name = f"api-{tag}"
+    topology = write_failover_topology(tmp / "topology.json", name, bootstraps, topic)
+    assert cluster_pair.consul_http_addr is not None
+    env = failover_env(cluster_pair.consul_http_addr)
+    port = free_port()
+    log = tmp / "api.log"
+    with running_workers(
+        topology, ["east->west", "west->east"], tmp, "--consul", cluster_pair.consul_http_addr
+    ):
+        wait_for_remote_copies(bootstraps, topic)
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "drsvc.cli.main", "api", "-t", str(topology),
+                 "--port", str(port), "-v"],
+                env={**os.environ, **env, "DRSVC_API_TOKEN": TOKEN},
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until(lambda: _answers(url), 60, "the API to answer")
+            yield Api(url, topology, name, ConsulClient(cluster_pair.consul_http_addr), env, log)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    assert TOKEN not in log.read_text(), "the token was logged"
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url + "/healthz", timeout=2).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
+def test_reads(api: Api) -> None:
+    assert api.get("/healthz").json() == {"status": "ok"}
+    ready = api.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["consul_leader"], ready.text
+    clusters = {c["cluster"]: c for c in api.get("/v1/clusters").json()}
+    assert set(clusters) == {"east", "west"}
+    assert all(c["reachable"] for c in clusters.values()), clusters
+
+    flows = api.get("/v1/flows").json()["flows"]
+    assert {f["flow"] for f in flows} == {"east->west", "west->east"}
+    assert all(f["error"] is None and f["state"] in ("caught-up", "copying") for f in flows)
+    apps = api.get("/v1/apps").json()
+    assert [a["app"] for a in apps["apps"]] == ["app"]
+    one = api.get("/v1/apps/app").json()
+    assert (one["active"], one["epoch"] >= 0) == ("east", True)
+    assert {g["group"] for g in one["groups"]} == {"g1", "g2"}
+    group = api.get("/v1/apps/app/groups/g1").json()
+    assert group["group"] == "g1" and {f["flow"] for f in group["flows"]} >= {"east->west"}
+    metrics = api.get("/metrics").text
+    assert "drsvc_api_requests_total" in metrics
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/v1/apps/nope", "not_found"),
+        ("/v1/apps/app/groups/nope", "not_found"),
+        ("/v1/failovers/f-19700101T000000Z-00000000", "not_found"),
+        ("/v1/failovers/..%2F..%2Fapps", "not_found"),
+    ],
+)
+def test_unknown_names_get_404(api: Api, path: str, code: str) -> None:
+    answer = api.get(path)
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["error"]["code"] == code
+
+
+def test_changes_need_the_token(api: Api) -> None:
+    body = {"to": "west", "dry_run": True}
+    assert api.post("/v1/apps/app/failover", body).status_code == 401
+    wrong = {"Authorization": "Bearer " + "x" * len(TOKEN)}
+    assert api.post("/v1/apps/app/failover", body, headers=wrong).status_code == 403
+    assert api.post("/v1/apps/nope/failover", body, headers=AUTH).status_code == 404
+    unknown_cluster = api.post("/v1/apps/app/failover", {"to": "mars"}, headers=AUTH)
+    assert (
+        unknown_cluster.status_code == 404 and "mars" in unknown_cluster.json()["error"]["message"]
+    )
+    bad = api.post("/v1/apps/app/failover", {"to": "west", "force": "yes please"}, headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["error"]["details"][0]["field"] == "body.force"
+    no_target = api.post("/v1/apps/app/failover", {}, headers=AUTH)
+    assert no_target.status_code == 422
+    bad_id = api.post("/v1/apps/app/failover", {"to": "west", "request_id": "a/b"}, headers=AUTH)
+    assert bad_id.status_code == 422
+
+
+def test_a_dry_run_through_the_api_is_the_cli_plan(api: Api) -> None:
+    answer = api.post("/v1/apps/app/failover", {"to": "west", "dry_run": True}, headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    code, cli_plan, err = api.cli("failover", "--app", "app", "--to", "west", "--dry-run", "--json")
+    assert code == 0, err
+    plan = answer.json()
+    assert set(plan) == set(cli_plan)
+    assert (plan["kind"], plan["steps"]) == (cli_plan["kind"], cli_plan["steps"])
+
+
+def test_failover_through_the_api_then_failback_through_the_cli(api: Api) -> None:
+    assert active_cluster(api.consul, api.namespace) == "east"
+    first = api.post("/v1/apps/app/failover", {"to": "west"}, headers=AUTH)
+    assert first.status_code == 202, first.text
+    started = first.json()
+    assert first.headers["Location"] == f"/v1/failovers/{started['id']}"
+    # the same application again while it runs: 409 naming the running failover
+    second = api.post("/v1/apps/app/failover", {"to": "west"}, headers=AUTH)
+    assert second.status_code == 409, second.text
+    assert started["id"] in second.json()["error"]["message"]
+    done = api.wait_ended(started["id"])
+    assert done["state"] == "completed", done
+    assert active_cluster(api.consul, api.namespace) == "west"
+    code, through_cli, err = api.cli("failovers", started["id"], "--json")
+    assert code == 0, err
+    assert {k: v for k, v in through_cli.items() if k != "duration_s"} == {
+        k: v for k, v in done.items() if k != "duration_s"
+    }
+    code, back, err = api.cli("failback", "--app", "app", "--json")
+    assert code == 0, err
+    assert set(back) == set(done)  # the same record shape, whichever way it was started
+    events = api.get("/v1/events").json()
+    steps = [(e["failover_id"], e["step"]) for e in events["events"]]
+    assert (started["id"], "activate") in steps and (back["id"], "activate") in steps
+    later = api.get("/v1/events", params={"after": events["last_id"], "wait_s": 1}).json()
+    assert later == {"events": [], "last_id": events["last_id"]}
+
+
+def test_the_same_request_id_is_one_failover(api: Api) -> None:
+    here = active_cluster(api.consul, api.namespace)
+    there = "west" if here == "east" else "east"
+    body = {"to": there, "request_id": f"req-{uuid.uuid4().hex[:8]}"}
+    answers: list[requests.Response] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(api.post("/v1/apps/app/failover", body,
+                                                                  headers=AUTH)))
+        for _ in range(2)
+    ]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(a.status_code for a in answers)
+    ids = {a.json()["id"] for a in answers if a.status_code == 202}
+    # one started it; the other got the same failover, or was refused while its lock was held
+    assert codes in ([202, 202], [202, 409]), [a.text for a in answers]
+    assert len(ids) == 1
+    assert api.wait_ended(ids.pop())["state"] == "completed"
+    assert active_cluster(api.consul, api.namespace) == there
+
+
+@pytest.fixture(scope="module")
+def api_schema(api: Api) -> Any:
+    schema = schemathesis.openapi.from_url(api.url + "/openapi.json")
+    schema.config.generation.update(
+        modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=15
+    )
+    return schema
+
+
+fuzzed = schemathesis.pytest.from_fixture("api_schema")
+
+
+@fuzzed.parametrize()
+@settings(deadline=None, suppress_health_check=list(HealthCheck))
+def test_fuzz_from_the_openapi_document_finds_no_server_error(case: Any) -> None:
+    if case.query and "wait_s" in case.query:
+        case.query["wait_s"] = 0  # a long-poll waits; its bounds are tested above
+    started = time.monotonic()
+    response = case.call(headers=AUTH, timeout=60)
+    case.validate_response(response, checks=[not_a_server_error])
+    assert time.monotonic() - started < 60
