@@ -22,6 +22,7 @@ from drsvc.api.events import Event, EventLog
 from drsvc.api.problems import ApiProblem
 from drsvc.errors import ConfigError, DrsvcError
 from drsvc.runtime.checkpoints.service import read_flow_checkpoints
+from drsvc.runtime.failover.app_states import controller_leader
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.failover.views import (
@@ -33,7 +34,6 @@ from drsvc.runtime.heartbeats.observer import HeartbeatObserver
 from drsvc.runtime.heartbeats.report import freshness_report
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.models import Application, Topology
-from failover import naming
 from failover.failover_plan import FailoverRecord, FailoverRequest
 
 __all__ = ["ApiService", "MoveRequest"]
@@ -203,11 +203,7 @@ class ApiService:
         }
 
     def controller_leader(self) -> str | None:
-        """The controller replica holding the leader lock (None: no controller leads)."""
-        entry = self._store.get(naming.controller_lock_key(self.topology.namespace))
-        if entry is None or entry.session is None:
-            return None
-        return entry.value or None
+        return controller_leader(self.topology, self._store)
 
     def application(self, name: str) -> Application:
         names = [a.name for a in self.topology.applications]

@@ -19,6 +19,7 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.errors import ConfigError
+from drsvc.runtime.failover.app_states import controller_leader
 from drsvc.runtime.failover.connect import connect_executor
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.failover.views import (
@@ -188,6 +189,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
             return
+        leader = controller_leader(executor.topology, executor.coordinator)
+        typer.echo(f"controller leader: {leader or 'none'}")
         for row in rows:
             typer.echo(
                 f"{row['app']}: active {row['active'] or 'none (switching)'} epoch {row['epoch']}"

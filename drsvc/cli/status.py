@@ -11,10 +11,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from drsvc.cli.common import StateDirOption, TopologyOption, load_with_bootstraps
-from drsvc.errors import ConfigError
+from drsvc.adapters.consul_coordination import ConsulCoordinator
+from drsvc.cli.common import (
+    ConsulOption,
+    StateDirOption,
+    TopologyOption,
+    load_with_bootstraps,
+    resolve_consul,
+)
+from drsvc.errors import ConfigError, DrsvcError
+from drsvc.runtime.failover.app_states import application_states
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.runtime.status.report import FlowStatus, StatusReport
+from drsvc.topology.models import Topology
 
 HELP = (
     "Show each flow's replication progress per source partition: the replicated offset (next "
@@ -37,6 +46,7 @@ def register(app: typer.Typer) -> None:
         timeout_s: Annotated[
             float, typer.Option(help="Seconds to wait for each cluster's answers.", min=1)
         ] = 10.0,
+        consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
         topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
@@ -49,15 +59,47 @@ def register(app: typer.Typer) -> None:
                     f"topology {topology_file} has no flow {flow_id!r} (flows: {known})"
                 )
         report = read_status(topology, flows, bootstrap, timeout_s)
+        apps = _applications(topology, resolve_consul(consul, state_dir))
         if as_json:
-            typer.echo(json.dumps(report.as_dict(), indent=2))
+            typer.echo(json.dumps({**report.as_dict(), **apps}, indent=2))
         else:
             console = Console()
             if not console.is_terminal:  # piped: keep rows whole rather than fit 80 columns
                 console = Console(width=200)
             render(report, console)
+            render_applications(apps, console)
         if report.failed:
             raise typer.Exit(1)
+
+
+def _applications(topology: Topology, consul: str | None) -> dict[str, object]:
+    """Each application's active cluster and the controller's leader, from Consul (an error
+    here is shown, not fatal: the flows' status stands on its own)."""
+    if not topology.applications:
+        return {}
+    if consul is None:
+        return {"applications_error": "no Consul agent known: pass --consul host:port"}
+    try:
+        return application_states(topology, ConsulCoordinator(consul))
+    except DrsvcError as err:
+        return {"applications_error": str(err)}
+
+
+def render_applications(apps: dict[str, object], console: Console) -> None:
+    if not apps:
+        return
+    console.print()
+    if "applications_error" in apps:
+        console.print(Text(f"applications: {apps['applications_error']}", style="yellow"))
+        return
+    leader = apps.get("controller_leader") or "none"
+    console.print(Text(f"applications (controller leader: {leader})", style="bold"))
+    rows: list[dict[str, object]] = apps["applications"]  # type: ignore[assignment]
+    for row in rows:
+        active = row["active"] or "none (switching)"
+        auto = ", auto failover" if row["auto_failover"] else ""
+        error = f": {row['error']}" if row.get("error") else ""
+        console.print(f"  {row['app']}: active {active}, epoch {row['epoch']}{auto}{error}")
 
 
 def render(report: StatusReport, console: Console) -> None:

@@ -134,6 +134,10 @@ def test_reads(api: Api) -> None:
     assert {g["group"] for g in one["groups"]} == {"g1", "g2"}
     group = api.get("/v1/apps/app/groups/g1").json()
     assert group["group"] == "g1" and {f["flow"] for f in group["flows"]} >= {"east->west"}
+    code, status, err = api.cli("status", "--json")
+    assert code == 0, err
+    assert status["controller_leader"] is None  # no controller runs here
+    assert [(a["app"], a["active"]) for a in status["applications"]] == [("app", "east")]
     metrics = api.get("/metrics").text
     assert "drsvc_api_requests_total" in metrics
 

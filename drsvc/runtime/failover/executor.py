@@ -172,6 +172,10 @@ class FailoverExecutor:
     def topology(self) -> Topology:
         return self._topology
 
+    @property
+    def coordinator(self) -> Coordinator:
+        return self._store
+
     def application(self, name: str) -> Application:
         try:
             return self._topology.application(name)
