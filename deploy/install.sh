@@ -4,6 +4,8 @@
 #   - Apache Kafka broker, tools and connect-mirror jars from Maven Central
 #   - Spark's Kafka source jars for the pinned PySpark, from Maven Central
 #   - a consul agent built from the Go module proxy with this machine's Go toolchain
+#   - Debian's chromium and chromium-driver, when missing and apt is usable (the operator
+#     dashboard's browser tests drive them headless; nothing else needs them)
 # into a cache outside the repository (DRSVC_CACHE_DIR, default ~/.cache/drsvc), then writes
 # <cache>/installed.json, the manifest the Python side reads to find them.
 #
@@ -125,6 +127,25 @@ spark_jars="$cache/spark-kafka-$SPARK_VERSION/jars"
 fetch_jars "spark-kafka-$SPARK_VERSION" "$repo/deploy/spark/pom.xml" "$spark_jars" \
   -Dspark.version="$SPARK_VERSION" \
   -DexcludeArtifactIds=hadoop-client-api,hadoop-client-runtime,scala-library,slf4j-api,lz4-java,snappy-java,jsr305,spark-tags_2.13,zstd-jni
+
+# ---------------------------------------------------------------- headless browser (tests only)
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+  say "chromium and chromedriver: present"
+elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  stage_start=$(now)
+  say "chromium and chromedriver: installing from Debian (for the dashboard's browser tests)"
+  browser_log="$cache/logs/apt-chromium.log"
+  apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver; }
+  if apt_install >"$browser_log" 2>&1 || { apt-get update -q >>"$browser_log" 2>&1 && apt_install >>"$browser_log" 2>&1; }; then
+    record chromium $(( $(now) - stage_start ))
+    say "chromium and chromedriver: done in $(( $(now) - stage_start ))s"
+  else
+    say "warning: could not install chromium (log: $browser_log); the dashboard's browser tests will fail"
+  fi
+else
+  say "warning: chromium and chromedriver are missing and cannot be installed here (needs root and apt);"
+  say "         install them for the dashboard's browser tests; nothing else needs them"
+fi
 
 # ---------------------------------------------------------------- wait for consul
 if [ -n "$consul_pid" ]; then

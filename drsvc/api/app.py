@@ -7,10 +7,11 @@ time, and those name the dependencies built inside :func:`create_app`.
 
 from collections.abc import Awaitable, Callable
 from functools import cache
+from importlib.resources import files
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,6 +71,21 @@ def _requests_total() -> Counter:
     )
 
 
+def _add_dashboard(app: FastAPI) -> None:
+    """The operator dashboard: one static page, no build step, that calls this API. The page
+    holds no data, so it needs no token even with protected reads: its calls carry the token
+    the operator types in."""
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/dashboard")
+
+    @app.get("/dashboard", include_in_schema=False)
+    def dashboard() -> HTMLResponse:
+        page = files("drsvc.api").joinpath("static/dashboard.html").read_text(encoding="utf-8")
+        return HTMLResponse(page)
+
+
 def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
     app = FastAPI(
         title="drsvc",
@@ -102,6 +118,8 @@ def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
 
     read = [Depends(reader)]
     AppName = Annotated[str, Path(pattern=_NAME, description="An application of the topology.")]
+
+    _add_dashboard(app)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -9,6 +9,7 @@ OpenAPI document (no input may get a 5xx).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -35,6 +36,10 @@ from hypothesis import HealthCheck, settings
 from replication_support import create, running_workers
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.devenv.environment import EnvironmentInfo
@@ -234,6 +239,56 @@ def test_the_same_request_id_is_one_failover(api: Api) -> None:
     assert len(ids) == 1
     assert api.wait_ended(ids.pop())["state"] == "completed"
     assert active_cluster(api.consul, api.namespace) == there
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Debian's chromium, headless, driven by its chromedriver (installed by the setup)."""
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert binary and driver, "chromium and chromedriver are needed: run make setup as root"
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(options=options, service=Service(driver))
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+def test_the_dashboard_shows_live_data_and_fails_over(api: Api, browser: Any) -> None:
+    here = active_cluster(api.consul, api.namespace)
+    there = "west" if here == "east" else "east"
+    browser.get(api.url + "/")
+    wait = WebDriverWait(browser, 60, poll_frequency=0.5)
+
+    def text(selector: str) -> str:
+        found = browser.find_elements(By.CSS_SELECTOR, selector)
+        return found[0].text if found else ""
+
+    wait.until(lambda _b: text('#apps tr[data-app="app"] .active') == here)
+    wait.until(lambda _b: len(browser.find_elements(By.CSS_SELECTOR, "#flows tr[data-flow]")) == 2)
+    wait.until(lambda _b: "yes" in text('#clusters tr[data-cluster="east"]'))
+    assert "controller leader: none" in text("#leader")
+    # without the token the page asks for it and changes nothing
+    button = f'#apps tr[data-app="app"] button[data-to="{there}"]'
+    wait.until(lambda _b: browser.find_elements(By.CSS_SELECTOR, button))
+    browser.find_element(By.CSS_SELECTOR, button).click()
+    wait.until(lambda _b: "token" in text("#message"))
+    token = browser.find_element(By.ID, "token")
+    token.send_keys(TOKEN)
+    browser.execute_script("arguments[0].dispatchEvent(new Event('change'))", token)
+    browser.find_element(By.CSS_SELECTOR, button).click()
+    wait.until(lambda _b: browser.find_element(By.ID, "plan").is_displayed())
+    assert "Dry run" in text("#plan") and text("#plan-title").endswith(f"{there} (planned)")
+    assert active_cluster(api.consul, api.namespace) == here  # the plan changed nothing
+    browser.find_element(By.ID, "plan-confirm").click()
+    wait.until(lambda _b: "started" in text("#message"))
+    wait_until(lambda: active_cluster(api.consul, api.namespace) == there, 120, "the move")
+    wait.until(lambda _b: text('#apps tr[data-app="app"] .active') == there)
+    wait.until(lambda _b: "activate" in text("#events"))
+    assert TOKEN not in browser.page_source
 
 
 @pytest.fixture(scope="module")
