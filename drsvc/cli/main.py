@@ -24,6 +24,7 @@ from drsvc.cli import (
     status,
     topology,
     translate,
+    verify,
 )
 from drsvc.errors import ConfigError, DrsvcError
 
@@ -53,6 +54,7 @@ def build_app() -> typer.Typer:
     run.register(app)
     controller.register(app)
     api.register(app)
+    verify.register(app)
     return app
 
 

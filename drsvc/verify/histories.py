@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -288,7 +289,8 @@ def write_rows(directory: Path, schema: TableSchema, rows: Sequence[Sequence[Any
         return None
     table_dir = directory / schema.name
     table_dir.mkdir(parents=True, exist_ok=True)
-    final = table_dir / f"part-{uuid.uuid4().hex}.parquet"
+    # named by write time first, so that listing a table's parts gives them in write order
+    final = table_dir / f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
     tmp = table_dir / f".{final.name}.tmp"  # Spark skips names starting with "."
     pq.write_table(arrow_table(schema, rows), tmp, compression="zstd")
     os.replace(tmp, final)
