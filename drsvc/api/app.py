@@ -117,6 +117,13 @@ def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
         return response
 
     read = [Depends(reader)]
+    Exposure = Annotated[
+        bool,
+        Query(
+            description="Per group, what a failover now would lose or re-read (asks the "
+            "clusters; false: only the active cluster, from Consul, fast)."
+        ),
+    ]
     AppName = Annotated[str, Path(pattern=_NAME, description="An application of the topology.")]
 
     _add_dashboard(app)
@@ -142,14 +149,14 @@ def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
         return service.flows()
 
     @app.get("/v1/apps", tags=["apps"], dependencies=read, responses=_ERRORS)
-    def apps() -> dict[str, Any]:
+    def apps(exposure: Exposure = True) -> dict[str, Any]:
         """Every application's active cluster and epoch; the controller's leader."""
-        return service.apps()
+        return service.apps(exposure)
 
     @app.get("/v1/apps/{app}", tags=["apps"], dependencies=read, responses=_ERRORS)
-    def one_app(app: AppName) -> dict[str, Any]:
+    def one_app(app: AppName, exposure: Exposure = True) -> dict[str, Any]:
         """Active cluster, epoch, and per group what a failover now would lose or re-read."""
-        return service.app(app)
+        return service.app(app, exposure)
 
     @app.get("/v1/apps/{app}/groups/{group}", tags=["apps"], dependencies=read, responses=_ERRORS)
     def group(

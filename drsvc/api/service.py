@@ -159,16 +159,17 @@ class ApiService:
 
     # -- applications ----------------------------------------------------------------------------
 
-    def apps(self) -> dict[str, Any]:
+    def apps(self, exposure: bool = True) -> dict[str, Any]:
         executor = self._executor()
+        names = executor.application_names()
         return {
             "controller_leader": self.controller_leader(),
-            "apps": [app_document(executor, name) for name in executor.application_names()],
+            "apps": [app_document(executor, name, exposure=exposure) for name in names],
         }
 
-    def app(self, name: str) -> dict[str, Any]:
+    def app(self, name: str, exposure: bool = True) -> dict[str, Any]:
         self.application(name)
-        return app_document(self._executor(), name)
+        return app_document(self._executor(), name, exposure=exposure)
 
     def group(self, app_name: str, group: str) -> dict[str, Any]:
         """The group's checkpoints per partition on every flow out of the application's

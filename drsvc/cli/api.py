@@ -34,6 +34,7 @@ log = logging.getLogger("drsvc.api")
 
 PORT_ENV = "DRSVC_API_PORT"
 DEFAULT_PORT = 8080
+PROBE_TIMEOUT_S = 2.0
 
 
 def _default_port() -> int:
@@ -98,6 +99,8 @@ def register(app: typer.Typer) -> None:
                 address,
                 settings,
                 catch_up_timeout_s=catch_up_timeout_s,
+                # reads answer quickly while a cluster is gone (the controller uses the same)
+                probe_timeout_s=PROBE_TIMEOUT_S,
                 on_event=lambda message: log.info("%s", message),
             ),
             ConsulCoordinator(address),

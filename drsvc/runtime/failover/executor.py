@@ -196,6 +196,10 @@ class FailoverExecutor:
         found |= {f.source for f in self._topology.flows if f.target == active}
         return sorted(found - {active})
 
+    def answers(self, alias: str) -> bool:
+        """Whether the cluster answers a metadata request within the probe timeout."""
+        return self._clusters.reachable(alias)
+
     def exposure(self, group: str, from_alias: str, to_alias: str) -> dict[str, object]:
         """What moving ``group`` from ``from_alias`` to ``to_alias`` right now would cost it."""
         row: dict[str, object] = {"group": group, "from": from_alias, "to": to_alias}

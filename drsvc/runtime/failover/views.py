@@ -110,16 +110,32 @@ def recovery_document(record: FailoverRecord, dry_run: bool) -> dict[str, Any]:
     }
 
 
-def app_document(executor: FailoverExecutor, name: str) -> dict[str, Any]:
-    """An application's active cluster and epoch, its running failover, and per group what a
-    failover to each other cluster right now would lose and re-read."""
+def app_document(executor: FailoverExecutor, name: str, *, exposure: bool = True) -> dict[str, Any]:
+    """An application's active cluster and epoch, its running failover, and (with
+    ``exposure``) per group what a failover to each other cluster right now would lose and
+    re-read."""
     app = executor.application(name)
     active = executor.active(app)
     groups: list[dict[str, Any]] = []
-    if active.cluster is not None:
+    if exposure and active.cluster is not None:
+        # A cluster that is gone would make every group's translation wait out Kafka's
+        # timeouts: one short probe of each first, and "unknown" with the reason if one of the
+        # two does not answer.
+        answers: dict[str, bool] = {}
         for other in executor.failover_targets(app, active.cluster):
+            silent = [
+                c for c in (active.cluster, other)
+                if not answers.setdefault(c, executor.answers(c))
+            ]  # fmt: skip
             for group in app.groups:
-                groups.append(executor.exposure(group, active.cluster, other))
+                if not silent:
+                    groups.append(executor.exposure(group, active.cluster, other))
+                    continue
+                groups.append(
+                    {"group": group, "from": active.cluster, "to": other, "lag": None,
+                     "would_lose": None, "would_reread": None,
+                     "note": f"{' and '.join(silent)} does not answer"}
+                )  # fmt: skip
     return {
         "app": app.name,
         "active": active.cluster,

@@ -41,10 +41,10 @@ class FakeService:
     def flows(self) -> dict[str, Any]:
         return {"flows": []}
 
-    def apps(self) -> dict[str, Any]:
+    def apps(self, exposure: bool = True) -> dict[str, Any]:
         return {"controller_leader": None, "apps": []}
 
-    def app(self, name: str) -> dict[str, Any]:
+    def app(self, name: str, exposure: bool = True) -> dict[str, Any]:
         if name != "orders":
             raise ApiProblem(404, "not_found", f"no application {name!r}")
         return {"app": name}

@@ -1,0 +1,1 @@
+"""``drsvc demo``: the whole service on the embedded default, with a disaster-recovery drill."""

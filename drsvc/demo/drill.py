@@ -1,0 +1,467 @@
+"""The demo's main job: the whole service on the embedded default, and a disaster-recovery drill.
+
+1. A fresh local environment (its own state directory, purged first): clusters ``east`` and
+   ``west``, a Consul server per site and a witness.
+2. ``drsvc run`` with every role (replication workers, heartbeats, checkpoints, the controller, the
+   API) on ``topologies/active-active.yaml``, with two demo settings written into a copy of it: the
+   controller acts after a few seconds instead of a minute, and clients hold a 3 s lease.
+3. The application ``orders-service`` (a producer and a consumer group on :mod:`drsvc.client`)
+   writes and reads orders the whole time.
+4. The drill: east's brokers are stopped; the controller fails the application over to west and
+   the consumers resume there; east comes back; its orders that never crossed are quarantined
+   (``drsvc recover``); the application fails back through the API (planned, exact).
+5. The verdict from the application's own history: every acknowledged order read, except those
+   drsvc reported as not replicated; nothing re-read after the planned failback; re-reads after
+   the unplanned failover counted; RPO and RTO.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.demo.service_view import ApiReader, DemoView
+from drsvc.demo.verdict import Unreplicated, Verdict, judge
+from drsvc.demo.workload import History, OrdersWorkload
+from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.errors import ConfigError, LocalEnvError
+from drsvc.settings import Settings
+from drsvc.topology.loader import load_topology
+from failover.active import ActiveDocument
+from failover.naming import app_active_key
+
+__all__ = ["DemoOptions", "run_demo"]
+
+log = logging.getLogger(__name__)
+
+APP = "orders-service"
+GROUP = "orders-consumer"
+TOPIC = "orders"
+ROLES = "replicate,heartbeats,checkpoints,controller,api"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    topology: Path
+    state_dir: Path
+    drill: bool = True
+    rate_per_s: float = 100.0
+    threshold_s: float = 5.0
+    lease_s: float = 3.0
+    steady_s: float = 12.0
+
+
+@dataclass
+class DrillResult:
+    verdict: Verdict
+    rto_s: float | None
+    rpo_reported_records: int
+    failover_id: str
+    failback_id: str
+
+
+def run_demo(options: DemoOptions, console: Console) -> int:
+    """Run the demo; 0 when the drill's verdict passed (or no drill was asked for)."""
+    options.state_dir.mkdir(parents=True, exist_ok=True)
+    _log_to_file(options.state_dir / "demo.log")
+    view = DemoView(console)
+    env = LocalEnvironment(Settings.from_env(state_dir=options.state_dir, consul_layout="per-site"))
+    with _spinner(console) as progress:
+        task = progress.add_task("starting the local environment", total=None)
+        env.down(purge=True)
+
+        def note(message: str) -> None:
+            progress.update(task, description=f"local environment: {message}")
+
+        info = env.up(["east", "west"], progress=note, consul_layout="per-site")
+    view.step(
+        f"local environment up: east {info.clusters['east']}, west {info.clusters['west']}, "
+        f"Consul per site with a witness"
+    )
+    topology = _demo_topology(options, info)
+    for alias in ("east", "west"):
+        create_topic(admin_client(info.clusters[alias]), TOPIC, partitions=3)
+    token = secrets.token_hex(24)
+    token_file = options.state_dir / "api-token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    port = _free_port()
+    service = _start_service(topology, options.state_dir, token, port)
+    reader = ApiReader(f"http://127.0.0.1:{port}", token)
+    workload: OrdersWorkload | None = None
+    try:
+        _wait(reader.answers, 90, "the API to answer", service)
+        reader.start()
+        _wait(lambda: _leader(reader) is not None, 60, "a controller leader", service)
+        view.step(
+            f"drsvc run: every role up; API and dashboard on {reader.url}/dashboard "
+            f"(token in {token_file})"
+        )
+        assert info.consul_http_addr is not None
+        _set_lease(topology, info.consul_http_addr, options.lease_s)
+        run_id = secrets.token_hex(4)
+        workload = OrdersWorkload(
+            APP,
+            topology,
+            TOPIC,
+            GROUP,
+            info.consul_http_addr,
+            rate_per_s=options.rate_per_s,
+            run_id=run_id,
+        ).start()
+        status = _status_line(workload, reader)
+        view.attach(reader, status)
+        _wait(
+            lambda: workload is not None and workload.counts()[1] > 0,
+            60,
+            "the first order read on east",
+            service,
+        )
+        view.step(f"{APP}: orders written and read on east at {options.rate_per_s:.0f}/s")
+        if not options.drill:
+            view.step("no drill: the service runs until Ctrl-C")
+            _until_interrupted(service)
+            return 0
+        result = _drill(options, env, reader, workload, view, service)
+        view.close()
+        _print_verdict(console, result, options)
+        return 0 if result.verdict.passed else 1
+    finally:
+        view.close()
+        if workload is not None:
+            workload.close()
+        reader.stop()
+        _stop_service(service)
+        console.print(
+            f"The local environment keeps running (state: {options.state_dir}); stop it with: "
+            f"drsvc dev down --state-dir {options.state_dir}"
+        )
+
+
+def _drill(
+    options: DemoOptions,
+    env: LocalEnvironment,
+    reader: ApiReader,
+    workload: OrdersWorkload,
+    view: DemoView,
+    service: subprocess.Popen[bytes],
+) -> DrillResult:
+    time.sleep(options.steady_s)
+    view.step("DRILL: east's Kafka cluster is lost (its brokers are stopped)", "bold red")
+    fault_at = time.time()
+    env.stop_site("east", grace_s=1)
+    _wait(lambda: _active(reader) == "west", 120, "the controller to fail over to west", service)
+    view.step(f"controller: {APP} is active on west after {time.time() - fault_at:.1f}s", "bold")
+    _wait(
+        lambda: workload.first_read_on("west", fault_at) is not None,
+        60,
+        "the consumers to read on west",
+        service,
+    )
+    read_at = workload.first_read_on("west", fault_at)
+    rto = None if read_at is None else read_at - fault_at
+    view.step(f"consumers read on west {rto:.1f}s after the fault (RTO)", "bold green")
+    failover_id = reader.get(f"/v1/apps/{APP}?exposure=false")["failover_id"]
+    failover = reader.get(f"/v1/failovers/{failover_id}")
+    bound = "" if failover["rpo_exact"] else "at least "
+    view.step(
+        f"failover {failover_id} ({failover['kind']}): {bound}{failover['rpo_records']} "
+        "order(s) reported not replicated (RPO; exact once east is back)"
+    )
+    time.sleep(options.steady_s)
+    view.step("east comes back", "bold")
+    env.up(["east", "west"])
+    _wait(lambda: _reachable(reader, "east"), 90, "east to answer", service)
+    view.step("drsvc recover: east's orders that never crossed are quarantined")
+    _recover(options)
+    failover = reader.get(f"/v1/failovers/{failover_id}")
+    divergence = (failover.get("recovery") or {}).get("divergence", [])
+    rpo = sum(d["records"] for d in divergence)
+    view.step(f"east is back: {rpo} order(s) had not crossed (RPO, exact)")
+    time.sleep(options.threshold_s)  # east must have been up for the controller's healthy_after_s
+    view.step("failback through the API: planned, exact", "bold")
+    code, started = reader.post(f"/v1/apps/{APP}/failback", {})
+    if code != 202:
+        raise LocalEnvError(f"the failback was refused: {started}")
+    _wait(
+        lambda: reader.get(f"/v1/failovers/{started['id']}")["state"] != "running",
+        180,
+        "the failback to end",
+        service,
+    )
+    failback = reader.get(f"/v1/failovers/{started['id']}")
+    if failback["state"] != "completed":
+        raise LocalEnvError(f"the failback ended {failback['state']}: see {reader.url}/dashboard")
+    view.step(f"failback {failback['id']} completed: {APP} is active on east again", "bold green")
+    time.sleep(options.steady_s / 2)
+    workload.pause_producing()
+    history = workload.history
+    ranges = [
+        Unreplicated(failover["from"], d["partition"], d["first_offset"], d["last_offset"])
+        for d in divergence
+        if d["topic"] == TOPIC
+    ]
+    failback_at = min(e["at_ms"] for e in failback["events"]) / 1000
+    try:
+        _wait(
+            lambda: _caught_up(history, ranges, fault_at),
+            60,
+            "the consumers to read every order",
+            service,
+        )
+        view.step("orders stopped; every acknowledged order read")
+    except LocalEnvError as err:
+        view.step(f"orders stopped; {err}", "bold red")
+    workload.save(options.state_dir / "history.json")
+    verdict = judge(history.acked, history.read, ranges, fault_at=fault_at, failback_at=failback_at)
+    return DrillResult(verdict, rto, rpo, failover_id, failback["id"])
+
+
+def _caught_up(history: History, ranges: list[Unreplicated], fault_at: float) -> bool:
+    verdict = judge(history.acked, history.read, ranges, fault_at=fault_at, failback_at=None)
+    return verdict.unread == 0
+
+
+def _print_verdict(console: Console, result: DrillResult, options: DemoOptions) -> None:
+    v = result.verdict
+    table = Table(title="drill verdict", show_header=False)
+    table.add_column()
+    table.add_column(justify="right")
+    table.add_column()
+    rows = [
+        ("orders acknowledged", v.acknowledged, ""),
+        ("orders read", v.read, ""),
+        ("unread and not reported (lost or skipped)", v.unread, "must be 0"),
+        (
+            "RPO: orders drsvc reported not replicated",
+            v.rpo_reported,
+            f"failover {result.failover_id}",
+        ),
+        ("   of which really never read", v.rpo_true, "must equal the reported"),
+        (
+            "re-read after the unplanned failover",
+            v.reread_after_unplanned,
+            "since the group's last checkpoint",
+        ),
+        ("re-read after the planned failback", v.reread_after_planned, "must be 0"),
+        (
+            "RTO: fault to consumers reading on west",
+            "-" if result.rto_s is None else f"{result.rto_s:.1f}s",
+            f"threshold {options.threshold_s:.0f}s + lease {options.lease_s:.0f}s + steps",
+        ),
+    ]
+    for label, value, note in rows:
+        table.add_row(label, str(value), note)
+    console.print(table)
+    word = "[bold green]PASSED[/]" if v.passed else "[bold red]FAILED[/]"
+    console.print(f"verdict: {word}")
+
+
+# -- the service ------------------------------------------------------------------------------
+
+
+def _demo_topology(options: DemoOptions, info: EnvironmentInfo) -> Path:
+    """The topology with the local clusters' addresses and the demo's timings."""
+    try:
+        document: dict[str, Any] = yaml.safe_load(options.topology.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read the topology {options.topology}: {err}") from err
+    for alias, cluster in document["clusters"].items():
+        if alias not in info.clusters:
+            raise ConfigError(f"the demo runs east and west; {options.topology} has {alias!r}")
+        document["clusters"][alias] = {**(cluster or {}), "bootstrap_servers": info.clusters[alias]}
+    document["controller"] = {
+        "unreachable_after_s": options.threshold_s,
+        "healthy_after_s": options.threshold_s,
+        "cooldown_s": 60,
+        "interval_s": 1,
+    }
+    apps = [a for a in document.get("applications", []) if a["name"] == APP]
+    if not apps:
+        raise ConfigError(f"the demo runs application {APP}; {options.topology} has none")
+    apps[0]["lease_s"] = options.lease_s
+    apps[0]["auto_failover"] = True
+    path = options.state_dir / "topology.yaml"
+    path.write_text(
+        f"# {options.topology.name} with the demo's timings (a few seconds instead of a minute)\n"
+        + yaml.safe_dump(document, sort_keys=False)
+    )
+    return path
+
+
+def _start_service(
+    topology: Path, state_dir: Path, token: str, port: int
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DRSVC_API_TOKEN": token,
+        "DRSVC_API_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log_file = (state_dir / "drsvc-run.log").open("ab")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "drsvc.cli.main",
+            "run",
+            "-t",
+            str(topology),
+            "--roles",
+            ROLES,
+            "--plain",
+            "--state-dir",
+            str(state_dir),
+            "--summary-every-s",
+            "0",
+        ],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def _stop_service(service: subprocess.Popen[bytes]) -> None:
+    if service.poll() is None:
+        service.send_signal(signal.SIGTERM)
+        try:
+            service.wait(60)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait(10)
+
+
+def _recover(options: DemoOptions) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "drsvc.cli.main",
+            "recover",
+            "-t",
+            str(options.state_dir / "topology.yaml"),
+            "--app",
+            APP,
+            "--json",
+            "--state-dir",
+            str(options.state_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    log.info("drsvc recover: %s %s", done.stdout, done.stderr)
+    if done.returncode != 0:
+        raise LocalEnvError(f"drsvc recover failed: {done.stderr.strip() or done.stdout.strip()}")
+
+
+def _set_lease(topology: Path, consul: str, lease_s: float) -> None:
+    """The application is active on its preferred cluster with the demo's lease from the start
+    (before any client reads the key: a key never written means the default 15 s lease)."""
+    loaded = load_topology(topology)
+    app = loaded.application(APP)
+    key = app_active_key(loaded.namespace, APP)
+    ConsulClient(consul).kv_put(
+        key, ActiveDocument(app.preferred, lease_ms=int(lease_s * 1000)).encode()
+    )
+
+
+def _until_interrupted(service: subprocess.Popen[bytes]) -> None:
+    try:
+        while service.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        return
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def _wait(
+    predicate: Callable[[], bool], timeout_s: float, what: str, service: subprocess.Popen[bytes]
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if service.poll() is not None:
+            raise LocalEnvError(f"drsvc run stopped (exit {service.returncode}) waiting for {what}")
+        try:
+            if predicate():
+                return
+        except Exception as err:  # an API or cluster answering an error while things move
+            log.debug("waiting for %s: %s", what, err)
+        time.sleep(0.5)
+    raise LocalEnvError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+def _active(reader: ApiReader) -> str | None:
+    doc = reader.get(f"/v1/apps/{APP}?exposure=false")
+    return doc["active"]  # type: ignore[no-any-return]
+
+
+def _leader(reader: ApiReader) -> str | None:
+    return reader.get("/v1/apps?exposure=false")["controller_leader"]  # type: ignore[no-any-return]
+
+
+def _reachable(reader: ApiReader, cluster: str) -> bool:
+    return any(c["cluster"] == cluster and c["reachable"] for c in reader.get("/v1/clusters"))
+
+
+def _status_line(workload: OrdersWorkload, reader: ApiReader) -> Callable[[], str]:
+    started = time.monotonic()
+
+    def line() -> str:
+        acked, read = workload.counts()
+        apps = (reader.latest.get("apps") or {}).get("apps", [])
+        active = next((a["active"] for a in apps if a["app"] == APP), None)
+        return (
+            f"drsvc demo  {time.monotonic() - started:5.0f}s   {APP} active on "
+            f"{active or 'none (switching)'}   orders acknowledged {acked}, read {read}"
+        )
+
+    return line
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _spinner(console: Console) -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def _log_to_file(path: Path) -> None:
+    """Everything this process logs (librdkafka's lines included) goes to the demo's log."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)

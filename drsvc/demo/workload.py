@@ -1,0 +1,207 @@
+"""The demo's application: orders written and read through :mod:`drsvc.client`, with a history.
+
+A producer writes sequence-numbered orders at a steady rate to the application's active cluster
+and notes each acknowledged one (cluster, partition, offset); a consumer group reads them and
+notes each record it processes and on which cluster. Both follow failovers by themselves. The
+history is what the verdict is computed from: which acknowledged orders were read, which twice,
+which never.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError, Message
+
+from drsvc.client import FailoverConsumer, FailoverProducer, NoActiveClusterError
+
+__all__ = ["Acked", "OrdersWorkload", "Read"]
+
+#: librdkafka's own lines go to the demo's log file, never the screen
+CLIENT_LOGGER = "drsvc.kafka.demo"
+
+
+@dataclass(frozen=True)
+class Acked:
+    """An acknowledged order; ``at``: wall-clock seconds of the acknowledgement."""
+
+    seq: int
+    cluster: str
+    partition: int
+    offset: int
+    at: float
+
+
+@dataclass(frozen=True)
+class Read:
+    seq: int
+    cluster: str
+    topic: str
+    partition: int
+    offset: int
+    at: float
+
+
+@dataclass
+class History:
+    acked: list[Acked] = field(default_factory=list)
+    read: list[Read] = field(default_factory=list)
+    failed: int = 0
+
+
+class OrdersWorkload:
+    """A producer and a consumer group of application ``app`` on threads of their own."""
+
+    def __init__(
+        self,
+        app: str,
+        topology: Path,
+        topic: str,
+        group: str,
+        consul: str,
+        *,
+        rate_per_s: float = 200.0,
+        run_id: str = "",
+    ) -> None:
+        logger = logging.getLogger(CLIENT_LOGGER)
+        common: Mapping[str, Any] = {"logger": logger}
+        self.topic = topic
+        self.history = History()
+        self._run_id = run_id
+        self._rate = rate_per_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._producing = threading.Event()
+        self._producing.set()
+        self.producer = FailoverProducer(
+            app, topology, {**common, "linger.ms": 5, "acks": "all"}, consul=consul
+        )
+        self.consumer = FailoverConsumer(
+            app,
+            topology,
+            {
+                **common,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 500,
+            },
+            consul=consul,
+        )
+        self.consumer.subscribe([topic])
+        self._threads = [
+            threading.Thread(target=self._produce, name="demo-producer", daemon=True),
+            threading.Thread(target=self._consume, name="demo-consumer", daemon=True),
+        ]
+
+    def start(self) -> OrdersWorkload:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def pause_producing(self) -> None:
+        self._producing.clear()
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def _produce(self) -> None:
+        seq = 0
+        interval = 1.0 / self._rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            if not self._producing.is_set():
+                self.producer.poll(0.1)
+                continue
+            now = time.monotonic()
+            if now < next_at:
+                self.producer.poll(min(0.05, next_at - now))
+                continue
+            value = f"{self._run_id}:{seq}".encode()
+            cluster = self.producer.cluster or "?"
+            try:
+                self.producer.produce(
+                    self.topic,
+                    value,
+                    f"customer-{seq % 50}".encode(),
+                    on_delivery=self._delivered(seq, cluster),
+                )
+            except (NoActiveClusterError, BufferError):
+                self.producer.poll(0.1)  # switching, or the queue is full: try this one again
+                continue
+            seq += 1
+            next_at += interval
+            if next_at < now - 1:
+                next_at = now  # do not burst to catch up after a switch
+            self.producer.poll(0)
+
+    def _delivered(self, seq: int, cluster: str) -> Any:
+        def done(err: KafkaError | None, msg: Message) -> None:
+            with self._lock:
+                if err is not None:
+                    self.history.failed += 1
+                    return
+                self.history.acked.append(
+                    Acked(seq, cluster, msg.partition() or 0, msg.offset() or 0, time.time())
+                )
+
+        return done
+
+    def _consume(self) -> None:
+        prefix = f"{self._run_id}:".encode()
+        while not self._stop.is_set():
+            msg = self.consumer.poll(0.2)
+            cluster = self.consumer.cluster
+            if msg is None or msg.error() is not None or cluster is None:
+                continue
+            value = msg.value() or b""
+            if not value.startswith(prefix):
+                continue  # an earlier demo's orders
+            seq = int(value[len(prefix) :])
+            with self._lock:
+                self.history.read.append(
+                    Read(
+                        seq,
+                        cluster,
+                        msg.topic() or "",
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                        time.time(),
+                    )
+                )
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return len(self.history.acked), len(self.history.read)
+
+    def first_read_on(self, cluster: str, after: float) -> float | None:
+        with self._lock:
+            return next(
+                (r.at for r in self.history.read if r.cluster == cluster and r.at >= after), None
+            )
+
+    def save(self, path: Path) -> None:
+        """The history as JSON: what the verdict was computed from, for a second look."""
+        with self._lock:
+            doc = {
+                "acked": [asdict(a) for a in self.history.acked],
+                "read": [asdict(r) for r in self.history.read],
+                "failed": self.history.failed,
+            }
+        path.write_text(json.dumps(doc))
+
+    def close(self) -> History:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        self.producer.close(10)
+        self.consumer.close()
+        return self.history
