@@ -54,6 +54,12 @@ class Settings(BaseModel):
         "(DRSVC_CONSUL_LAYOUT): one server, or one per site plus a witness.",
     )
 
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="Address the role processes serve --metrics-port on (DRSVC_METRICS_HOST); "
+        "0.0.0.0 lets a Prometheus on another machine or pod scrape them.",
+    )
     failover_lock_ttl_s: float = Field(
         default=10.0,
         ge=1,
