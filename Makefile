@@ -13,7 +13,6 @@ setup:
 
 demo: setup
 	$(VENV)/bin/drsvc demo
-	@echo "The local environment keeps running; stop it with: $(VENV)/bin/drsvc dev down"
 
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 test: setup
@@ -34,7 +33,9 @@ unit:
 integration:
 	$(PY) -m pytest --timeout=$(PYTEST_TIMEOUT) tests/integration
 
+# the demo's environment lives in .drsvc/demo, the development one in .drsvc
 down:
+	$(VENV)/bin/drsvc dev down --state-dir .drsvc/demo
 	$(VENV)/bin/drsvc dev down
 
 clean: down
