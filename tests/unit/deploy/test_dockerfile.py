@@ -59,9 +59,3 @@ def test_copies_every_package_pyproject_installs() -> None:
     for source in copied:
         assert f"!{source}/" in ignore or f"!{source}" in ignore, source
     assert "RUN /opt/drsvc/bin/pip install ." in DOCKERFILE
-
-
-def test_installs_socat_the_manifests_use_to_forward_metrics() -> None:
-    manifests = "".join(p.read_text(encoding="utf-8") for p in (DEPLOY / "k8s").glob("*.yaml"))
-    if "socat" in manifests:
-        assert re.search(r"apt-get install[^\n]*\bsocat\b", DOCKERFILE)

@@ -1,9 +1,10 @@
 """deploy/k8s: manifests valid against the Kubernetes schemas, and wired to the real CLI, the
-topology in the ConfigMap, the metrics ports and the probes."""
+topology in the ConfigMap, the metrics ports (served beyond loopback) and the probes."""
 
 from __future__ import annotations
 
 import copy
+import ipaddress
 import shlex
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from deploy_assets import DEPLOY, parse_command_line
 
+from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology_text
 
 K8S = DEPLOY / "k8s"
@@ -123,6 +125,50 @@ def test_the_topology_names_secrets_the_pods_provide() -> None:
         assert needed <= env, deployment["metadata"]["name"]
 
 
+def _metrics_host(container: dict[str, Any]) -> str:
+    """Where the role serves --metrics-port: DRSVC_METRICS_HOST of the container as the real
+    settings read it (loopback when unset); a downward-API pod IP stands for itself."""
+    environ = {}
+    for variable in container.get("env", []):
+        if "value" in variable:
+            environ[variable["name"]] = variable["value"]
+        elif variable.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "status.podIP":
+            environ[variable["name"]] = "$(status.podIP)"
+    return Settings.from_env(environ).metrics_host
+
+
+def _reachable_from_other_pods(host: str) -> bool:
+    if host == "$(status.podIP)":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a name, e.g. localhost: not what a pod should bind its metrics to
+        return False
+    return not address.is_loopback
+
+
+def _scraped_role_containers() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(deployment, container) for every scraped pod whose drsvc command takes --metrics-port."""
+    found = []
+    for deployment in DEPLOYMENTS:
+        annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+        if annotations.get("prometheus.io/scrape") != "true":
+            continue
+        for container in _drsvc_containers(deployment):
+            _, params = parse_command_line(container["args"])
+            if "metrics_port" in params:
+                found.append((deployment, container))
+    return found
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["metadata"]["name"])
+def test_pods_run_only_drsvc(deployment: dict[str, Any]) -> None:
+    """No sidecars: each pod is its drsvc command, with the image's entrypoint."""
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert containers == _drsvc_containers(deployment)
+    assert len(containers) == 1
+
+
 @pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["metadata"]["name"])
 def test_prometheus_scrapes_the_role_metrics(deployment: dict[str, Any]) -> None:
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
@@ -131,21 +177,48 @@ def test_prometheus_scrapes_the_role_metrics(deployment: dict[str, Any]) -> None
     port = int(annotations["prometheus.io/port"])
     (container,) = _drsvc_containers(deployment)
     command, params = parse_command_line(container["args"])
+    declared = {p["containerPort"] for p in container["ports"]}
     if command == "api":  # serves /metrics on its own port, on every interface
         assert params["host"] == "0.0.0.0"
         assert params["port"] == port
+        assert port in declared
         return
-    # role commands serve metrics on 127.0.0.1 only: a sidecar forwards the annotated port
-    metrics_port = params["metrics_port"]
-    assert metrics_port is not None and metrics_port != port
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    forwarders = [c for c in containers if c.get("command", [None])[0] == "socat"]
-    assert len(forwarders) == 1
-    assert forwarders[0]["command"][1:] == [
-        f"TCP-LISTEN:{port},fork,reuseaddr",
-        f"TCP:127.0.0.1:{metrics_port}",
-    ]
-    assert {p["containerPort"] for p in forwarders[0]["ports"]} == {port}
+    # the role serves the annotated port itself (on DRSVC_METRICS_HOST, checked below)
+    assert params["metrics_port"] == port
+    assert port in declared
+
+
+def test_every_role_pod_is_scraped() -> None:
+    scraped = {deployment["metadata"]["name"] for deployment, _ in _scraped_role_containers()}
+    roles = {d["metadata"]["name"] for d in DEPLOYMENTS if _role(d) != "api"}
+    assert scraped == roles
+
+
+@pytest.mark.parametrize(
+    "scraped", _scraped_role_containers(), ids=lambda item: item[0]["metadata"]["name"]
+)
+def test_scraped_roles_serve_metrics_beyond_loopback(
+    scraped: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """Role commands serve --metrics-port on 127.0.0.1 unless DRSVC_METRICS_HOST says otherwise:
+    Prometheus (another pod) and the kubelet's probes could not reach it."""
+    _, container = scraped
+    host = _metrics_host(container)
+    assert _reachable_from_other_pods(host), host
+
+
+def test_the_metrics_host_check_rejects_loopback() -> None:
+    _, container = _scraped_role_containers()[0]
+    unset = copy.deepcopy(container)
+    unset["env"] = [e for e in unset["env"] if e["name"] != "DRSVC_METRICS_HOST"]
+    assert _metrics_host(unset) == "127.0.0.1"
+    assert not _reachable_from_other_pods(_metrics_host(unset))
+    for loopback in ("127.0.0.1", "::1", "localhost"):
+        pinned = copy.deepcopy(unset)
+        pinned["env"].append({"name": "DRSVC_METRICS_HOST", "value": loopback})
+        assert not _reachable_from_other_pods(_metrics_host(pinned)), loopback
+    for everywhere in ("0.0.0.0", "::"):
+        assert _reachable_from_other_pods(everywhere)
 
 
 @pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["metadata"]["name"])
@@ -153,17 +226,16 @@ def test_probes(deployment: dict[str, Any]) -> None:
     (container,) = _drsvc_containers(deployment)
     command, params = parse_command_line(container["args"])
     live, ready = container["livenessProbe"], container["readinessProbe"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     if command == "api":
         assert live["httpGet"]["path"] == "/healthz"
         assert ready["httpGet"]["path"] == "/readyz"
-        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         assert ports[live["httpGet"]["port"]] == params["port"]
         return
+    # the kubelet probes the pod IP: the role's own metrics port (served beyond loopback)
     for probe in (live, ready):
-        script = probe["exec"]["command"]
-        assert script[:2] == ["python", "-c"]
-        assert f"http://127.0.0.1:{params['metrics_port']}/metrics" in script[2]
-        compile(script[2], "probe", "exec")
+        assert probe["httpGet"]["path"] == "/metrics"
+        assert ports[probe["httpGet"]["port"]] == params["metrics_port"]
 
 
 def test_the_api_token_comes_from_a_secret() -> None:

@@ -1,4 +1,5 @@
-"""deploy/systemd: each unit's ExecStart is a drsvc command line the CLI accepts."""
+"""deploy/systemd: each unit's ExecStart is a drsvc command line the CLI accepts; the
+environment example leaves role metrics on loopback unless the operator opts in."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from deploy_assets import DEPLOY, parse_command_line
+
+from drsvc.settings import Settings
 
 UNITS = sorted((DEPLOY / "systemd").glob("*.service"))
 #: An instance for each templated unit, as `systemctl start unit@<instance>` would get it
@@ -100,3 +103,34 @@ def test_the_api_reads_its_token_from_a_credential() -> None:
     (credential,) = service["LoadCredential"]
     name = credential.split(":", 1)[0]
     assert f"--token-file %d/{name}" in service["ExecStart"][0]
+
+
+ENV_EXAMPLE = DEPLOY / "systemd" / "drsvc.env.example"
+
+
+def _env_example() -> tuple[dict[str, str], dict[str, str]]:
+    """DRSVC_* assignments of the example: (set, commented out as optional)."""
+    active: dict[str, str] = {}
+    optional: dict[str, str] = {}
+    for raw in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        target = active
+        if line.startswith("#"):
+            line, target = line.lstrip("#").strip(), optional
+        match = re.fullmatch(r"(DRSVC_\w+)=(\S*)", line)
+        if match:
+            target[match.group(1)] = match.group(2)
+    return active, optional
+
+
+def test_role_metrics_stay_on_loopback_unless_the_operator_opts_in() -> None:
+    """DRSVC_METRICS_HOST (the real setting's variable) is offered commented out, with a value the
+    settings accept; the units do not set it themselves."""
+    assert "metrics_host" in Settings.model_fields
+    active, optional = _env_example()
+    assert "DRSVC_METRICS_HOST" not in active
+    assert Settings.from_env(optional).metrics_host == optional["DRSVC_METRICS_HOST"] == "0.0.0.0"
+    assert Settings.from_env(active).metrics_host == "127.0.0.1"
+    for path in UNITS:
+        for value in _service(path).get("Environment", []):
+            assert "DRSVC_METRICS_HOST" not in value, path.name
