@@ -5,19 +5,24 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.cli.common import (
     LogFormatOption,
     StateDirOption,
     TopologyOption,
     configure_logging,
+    resolve_consul,
 )
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, DrsvcError
+from drsvc.runtime.failover.app_states import application_states
 from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
 from drsvc.runtime.supervisor.live_view import LiveView, RecentEvents
 from drsvc.runtime.supervisor.plain_view import PlainView
@@ -33,6 +38,7 @@ from drsvc.runtime.supervisor.status import StatusView
 from drsvc.runtime.supervisor.supervisor import Outcome, Supervisor, SupervisorSettings
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
+from drsvc.topology.models import Topology
 
 log = logging.getLogger("drsvc.run")
 
@@ -53,6 +59,34 @@ def _log_to_file(path: Path, log_format: str, verbose: bool, extra: logging.Hand
     if extra is not None:
         root.addHandler(extra)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+def _application_reader(
+    topology: Topology, state_dir: Path
+) -> Callable[[], Mapping[str, Any]] | None:
+    """For the live view: each application's active cluster and the controller's leader, read
+    from Consul at most every 2 s with a short timeout (the view is drawn on the supervisor's
+    only thread)."""
+    if not topology.applications:
+        return None
+    address = resolve_consul(None, state_dir)
+    if address is None:
+        return lambda: {"applications_error": "no Consul agent known"}
+    coordinator = ConsulCoordinator(address, timeout_s=1.0)
+    cached: dict[str, Any] = {"at": -1e9, "value": {}}
+
+    def read() -> Mapping[str, Any]:
+        now = time.monotonic()
+        if now - cached["at"] >= 2.0:
+            try:
+                cached["value"] = application_states(topology, coordinator)
+            except DrsvcError as err:
+                cached["value"] = {"applications_error": str(err)}
+            cached["at"] = now
+        value: Mapping[str, Any] = cached["value"]
+        return value
+
+    return read
 
 
 def register(app: typer.Typer) -> None:
@@ -125,7 +159,12 @@ def register(app: typer.Typer) -> None:
                 ),
             )
             view: StatusView = (
-                LiveView(f"drsvc run: {topology.name}", run_dir, events)
+                LiveView(
+                    f"drsvc run: {topology.name}",
+                    run_dir,
+                    events,
+                    applications=_application_reader(topology, state),
+                )
                 if live
                 else PlainView(
                     supervisor.log_files, summary_every_s=summary_every_s, log_format=log_format

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -54,9 +55,14 @@ def _state_text(role: RoleStatus) -> Text:
 
 
 def render(
-    snapshot: Snapshot, title: str, events: RecentEvents | None, run_dir: Path
+    snapshot: Snapshot,
+    title: str,
+    events: RecentEvents | None,
+    run_dir: Path,
+    applications: Mapping[str, Any] | None = None,
 ) -> RenderableType:
-    """The whole screen for one snapshot."""
+    """The whole screen for one snapshot (``applications``: each application's active cluster
+    and the controller's leader, or the error reading them)."""
     roles = Table(title=title, title_justify="left", expand=False)
     for column in ("role", "state", "pid", "up", "restarts", "metrics", "last exit"):
         roles.add_column(column, justify="right" if column in {"pid", "restarts"} else "left")
@@ -88,6 +94,8 @@ def render(
                 format_count(numbers.records_copied),
             )
         parts.append(flows)
+    if applications:
+        parts.append(_applications(applications))
     if events is not None and events.events:
         lines = Text()
         for level, message in events.events:
@@ -103,6 +111,25 @@ def render(
     return Group(*parts)
 
 
+def _applications(applications: Mapping[str, Any]) -> RenderableType:
+    if applications.get("applications_error"):
+        return Text(f"applications: {applications['applications_error']}", style="yellow")
+    leader = applications.get("controller_leader") or "none"
+    table = Table(title=f"applications (controller leader: {leader})", title_justify="left",
+                  expand=False)  # fmt: skip
+    for column in ("application", "active", "epoch", "auto failover"):
+        table.add_column(column)
+    for row in applications.get("applications", []):
+        active = row.get("active")
+        table.add_row(
+            row["app"],
+            Text(active or "none (switching)", style="green" if active else "yellow"),
+            str(row.get("epoch")),
+            "yes" if row.get("auto_failover") else "no",
+        )
+    return table
+
+
 class LiveView:
     """A ``rich`` live display on the terminal."""
 
@@ -115,8 +142,10 @@ class LiveView:
         refresh_every_s: float = 1.0,
         console: Console | None = None,
         clock: Callable[[], float] = time.monotonic,
+        applications: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self._title = title
+        self._applications = applications
         self._run_dir = run_dir
         self._events = events
         self._refresh_every_s = refresh_every_s
@@ -137,7 +166,10 @@ class LiveView:
         if not self._started:
             self._live.start()
             self._started = True
-        self._live.update(render(snapshot, self._title, self._events, self._run_dir), refresh=True)
+        apps = self._applications() if self._applications is not None else None
+        self._live.update(
+            render(snapshot, self._title, self._events, self._run_dir, apps), refresh=True
+        )
 
     def close(self) -> None:
         if not self._started:

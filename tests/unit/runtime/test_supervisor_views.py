@@ -94,6 +94,23 @@ def test_live_table_shows_roles_flows_and_events(tmp_path: Path) -> None:
     assert f"role logs: {tmp_path}/<role>.log" in screen
 
 
+def test_live_table_shows_each_application_and_the_controller_leader(tmp_path: Path) -> None:
+    apps = {
+        "controller_leader": "ctl-1",
+        "applications": [
+            {"app": "orders", "active": "west", "epoch": 3, "auto_failover": True},
+            {"app": "billing", "active": None, "epoch": 4, "auto_failover": False},
+        ],
+    }
+    console = Console(file=io.StringIO(), width=160, record=True, color_system=None)
+    console.print(render(SNAPSHOT, "drsvc run: aa", None, tmp_path, apps))
+    text = console.export_text()
+    assert "applications (controller leader: ctl-1)" in text
+    assert "orders" in text and "west" in text and "none (switching)" in text
+    console.print(render(SNAPSHOT, "x", None, tmp_path, {"applications_error": "Consul down"}))
+    assert "applications: Consul down" in console.export_text()
+
+
 def test_live_view_draws_about_once_a_second_and_the_final_state_on_close(
     tmp_path: Path,
 ) -> None:
