@@ -13,6 +13,7 @@ from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth, load_token
 from drsvc.api.events import EventLog
 from drsvc.api.problems import ApiProblem
+from drsvc.api.reference import openapi_document, reference_markdown
 from drsvc.api.service import MoveRequest
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
 from failover.errors import FailoverRefused
@@ -233,3 +234,11 @@ def test_auth_settings_are_checked() -> None:
         ApiAuth(None, protect_reads=True)
     with pytest.raises(ConfigError, match="too short"):
         ApiAuth("short")
+
+
+def test_the_committed_api_reference_is_up_to_date() -> None:
+    committed = Path(__file__).resolve().parents[3] / "docs" / "api-reference.md"
+    assert committed.read_text() == reference_markdown(openapi_document()), (
+        "docs/api-reference.md is out of date: python -m drsvc.api.reference > "
+        "docs/api-reference.md"
+    )
