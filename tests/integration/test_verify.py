@@ -99,7 +99,10 @@ def test_verify_passes_a_killed_worker_run_and_catches_a_damaged_target(
     assert stats.aborted > 0 and stats.acknowledged > 20_000
 
     code, verdict, elapsed = _verify(topology, history)
-    print(f"verify of {stats.acknowledged} records: {elapsed:.1f} s", verdict["elapsed_s"])
+    print(
+        f"verify of {stats.acknowledged} records: {elapsed:.1f} s in all, Spark start "
+        f"{verdict['spark_start_s']} s, checks {verdict['elapsed_s']} s"
+    )
     assert code == 0, verdict
     assert verdict["passed"] is True
     checks = verdict["checks"]
