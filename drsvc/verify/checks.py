@@ -65,6 +65,29 @@ def lost(expected: DataFrame, observed: DataFrame) -> DataFrame:
     return committed.join(_found(observed).distinct(), _MATCH, "left_anti").select(*_EXPECTED_OUT)
 
 
+def excuse_recovery_point(expected: DataFrame, unreplicated: DataFrame) -> DataFrame:
+    """``expected`` without the copies of records drsvc reported as never replicated (the
+    recovery point of an unplanned failover): such a record must still be found where it was
+    written, but not at its copies' places. Whether the report was true is the recovery-point
+    check's business, not this one's."""
+    ranges = unreplicated.select(
+        F.col("cluster").alias("u_cluster"),
+        F.col("topic").alias("u_topic"),
+        F.col("partition").alias("u_partition"),
+        "first_offset",
+        "last_offset",
+    ).distinct()
+    inside = (
+        (F.col("cluster") == F.col("u_cluster"))
+        & (F.col("topic") == F.col("u_topic"))
+        & (F.col("partition") == F.col("u_partition"))
+        & (F.col("offset") >= F.col("first_offset"))
+        & (F.col("last_offset").isNull() | (F.col("offset") <= F.col("last_offset")))
+        & (F.col("at_cluster") != F.col("cluster"))
+    )
+    return expected.join(ranges, inside, "left_anti")
+
+
 def aborted_visible(expected: DataFrame, observed: DataFrame) -> DataFrame:
     """Records of aborted transactions that a read_committed reader saw at a place."""
     aborted = expected.where(F.col("aborted"))

@@ -154,7 +154,7 @@ def evaluate(spark: SparkSession, request: VerifyRequest, found_records: DataFra
     unreplicated = read_table(spark, request.history_dir, histories.UNREPLICATED)
 
     found: dict[str, DataFrame] = {
-        "lost": checks.lost(expected, observed),
+        "lost": checks.lost(checks.excuse_recovery_point(expected, unreplicated), observed),
         "duplicates": checks.duplicates(observed),
         "reordered": checks.reordered(observed),
         "altered": checks.altered(expected, observed),

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from verify_frames import Rec, copies, keys, observed, places, produced, renumber, workload
 
-from drsvc.verify import checks
+from drsvc.verify import checks, histories
 from failover import provenance
 
 
@@ -57,6 +57,28 @@ def test_lost_catches_a_missing_copy(spark: SparkSession, source: list[Rec]) -> 
     assert keys(lost, "at_cluster", "at_topic", "producer_id", "seq", "partition") == [
         ("west", "east.t", "p0", 7, 1)
     ]
+
+
+def test_lost_excuses_copies_in_the_reported_recovery_point(
+    spark: SparkSession, source: list[Rec]
+) -> None:
+    missing = next(r for r in source if (r.producer_id, r.seq) == ("p0", 7))
+    damaged = renumber(
+        r for r in copies(source, "east", "t") if (r.producer_id, r.seq) != ("p0", 7)
+    )
+    reported = spark.createDataFrame(
+        [("f1", "east", "t", missing.partition, missing.offset, missing.offset)],
+        histories.UNREPLICATED.spark(),
+    )
+    expected = checks.excuse_recovery_point(expected_on_west(spark, source), reported)
+    assert checks.lost(expected, on_west(spark, damaged)).count() == 0
+    # a range that does not hold the record excuses nothing
+    elsewhere = spark.createDataFrame(
+        [("f1", "east", "t", missing.partition, missing.offset + 1, None)],
+        histories.UNREPLICATED.spark(),
+    )
+    expected = checks.excuse_recovery_point(expected_on_west(spark, source), elsewhere)
+    assert checks.lost(expected, on_west(spark, damaged)).count() == 1
 
 
 def test_lost_catches_a_copy_in_the_wrong_topic(spark: SparkSession, source: list[Rec]) -> None:
