@@ -42,6 +42,13 @@ def register(app: typer.Typer) -> None:
                 min=1,
             ),
         ] = 5.0,
+        spark: Annotated[
+            bool,
+            typer.Option(
+                "--spark/--no-spark",
+                help="End the drill with the Spark check of both clusters (drsvc verify).",
+            ),
+        ] = True,
         state_dir: StateDirOption = None,
     ) -> None:
         """Run every role of drsvc on local clusters with an application that follows failovers;
@@ -54,6 +61,7 @@ def register(app: typer.Typer) -> None:
             drill=drill,
             rate_per_s=rate,
             threshold_s=threshold_s,
+            spark=spark,
         )
         code = run_demo(options, Console())
         if code:

@@ -38,6 +38,7 @@ from rich.table import Table
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.demo.service_view import ApiReader, DemoView
+from drsvc.demo.spark_check import run_verify, write_history
 from drsvc.demo.verdict import Unreplicated, Verdict, judge
 from drsvc.demo.workload import History, OrdersWorkload
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
@@ -66,6 +67,7 @@ class DemoOptions:
     threshold_s: float = 5.0
     lease_s: float = 3.0
     steady_s: float = 12.0
+    spark: bool = True
 
 
 @dataclass
@@ -75,6 +77,11 @@ class DrillResult:
     rpo_reported_records: int
     failover_id: str
     failback_id: str
+    spark: dict[str, Any] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed and (self.spark is None or bool(self.spark.get("passed")))
 
 
 def run_demo(options: DemoOptions, console: Console) -> int:
@@ -139,10 +146,10 @@ def run_demo(options: DemoOptions, console: Console) -> int:
             view.step("no drill: the service runs until Ctrl-C")
             _until_interrupted(service)
             return 0
-        result = _drill(options, env, reader, workload, view, service)
+        result = _drill(options, env, reader, workload, view, service, run_id)
         view.close()
         _print_verdict(console, result, options)
-        return 0 if result.verdict.passed else 1
+        return 0 if result.passed else 1
     finally:
         view.close()
         if workload is not None:
@@ -162,6 +169,7 @@ def _drill(
     workload: OrdersWorkload,
     view: DemoView,
     service: subprocess.Popen[bytes],
+    run_id: str,
 ) -> DrillResult:
     time.sleep(options.steady_s)
     view.step("DRILL: east's Kafka cluster is lost (its brokers are stopped)", "bold red")
@@ -229,9 +237,55 @@ def _drill(
         view.step("orders stopped; every acknowledged order read")
     except LocalEnvError as err:
         view.step(f"orders stopped; {err}", "bold red")
-    workload.save(options.state_dir / "history.json")
     verdict = judge(history.acked, history.read, ranges, fault_at=fault_at, failback_at=failback_at)
-    return DrillResult(verdict, rto, rpo, failover_id, failback["id"])
+    spark = (
+        _spark_check(
+            options, reader, view, service, history, run_id, [failover, failback], divergence
+        )
+        if options.spark
+        else None
+    )
+    return DrillResult(verdict, rto, rpo, failover_id, failback["id"], spark)
+
+
+def _spark_check(
+    options: DemoOptions,
+    reader: ApiReader,
+    view: DemoView,
+    service: subprocess.Popen[bytes],
+    history: History,
+    run_id: str,
+    records: list[dict[str, Any]],
+    divergence: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Once both flows caught up: the history as Parquet, and the Spark job over it."""
+    _wait(lambda: _flows_caught_up(reader), 120, "both flows to catch up", service)
+    history_dir = write_history(
+        options.state_dir / "history",
+        history,
+        run_id=run_id,
+        topic=TOPIC,
+        group=GROUP,
+        records=records,
+        unreplicated=divergence,
+    )
+    view.step("Spark reads both clusters' orders and the history (drsvc verify)")
+    spark = run_verify(
+        options.state_dir / "topology.yaml",
+        history_dir,
+        options.state_dir,
+        options.state_dir / "verify.log",
+    )
+    view.step(
+        f"Spark: {'passed' if spark.get('passed') else 'FAILED'}",
+        "bold green" if spark.get("passed") else "bold red",
+    )
+    return spark
+
+
+def _flows_caught_up(reader: ApiReader) -> bool:
+    flows = reader.get("/v1/flows")["flows"]
+    return bool(flows) and all(f["error"] is None and f["lag"] == 0 for f in flows)
 
 
 def _caught_up(history: History, ranges: list[Unreplicated], fault_at: float) -> bool:
@@ -270,8 +324,43 @@ def _print_verdict(console: Console, result: DrillResult, options: DemoOptions) 
     for label, value, note in rows:
         table.add_row(label, str(value), note)
     console.print(table)
-    word = "[bold green]PASSED[/]" if v.passed else "[bold red]FAILED[/]"
+    if result.spark is not None:
+        console.print(_spark_table(result.spark))
+    word = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
     console.print(f"verdict: {word}")
+
+
+def _spark_table(spark: dict[str, Any]) -> Table:
+    table = Table(title="Spark check of both clusters (drsvc verify)", show_header=False)
+    table.add_column()
+    table.add_column(justify="right")
+    table.add_column()
+    if "error" in spark:
+        table.add_row("drsvc verify", "error", str(spark["error"]))
+        return table
+    notes = {
+        "lost": "orders missing where they or their copies must be",
+        "duplicates": "extra copies (at least once: counted, allowed)",
+        "reordered": "per partition",
+        "altered": "key, value, headers, timestamp",
+        "loops": "copies back at their origin",
+        "skipped_after_failover": "records a move made the group jump",
+        "reread_after_failover": "allowed after the unplanned failover only",
+    }
+    for name, count in spark["checks"].items():
+        failed = name in spark.get("failed", [])
+        table.add_row(
+            name.replace("_", " "),
+            str(count),
+            ("[bold red]FAILED[/] " if failed else "") + notes.get(name, ""),
+        )
+    table.add_row(
+        "recovery point",
+        f"{spark.get('rpo_records')}",
+        f"reported {spark.get('rpo_reported_records')}",
+    )
+    table.add_row("took", f"{spark.get('elapsed_s')}s", "")
+    return table
 
 
 # -- the service ------------------------------------------------------------------------------

@@ -9,18 +9,19 @@ which never.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, Message
 
 from drsvc.client import FailoverConsumer, FailoverProducer, NoActiveClusterError
+from drsvc.verify.identity import parse, value_prefix
 
 __all__ = ["Acked", "OrdersWorkload", "Read"]
 
@@ -37,6 +38,10 @@ class Acked:
     partition: int
     offset: int
     at: float
+    key: bytes = b""
+    value_sha256: str = ""
+    value_size: int = 0
+    timestamp_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,47 +128,60 @@ class OrdersWorkload:
             if now < next_at:
                 self.producer.poll(min(0.05, next_at - now))
                 continue
-            value = f"{self._run_id}:{seq}".encode()
-            cluster = self.producer.cluster or "?"
+            # the value says who wrote it: the Spark check finds each order by it
+            value = value_prefix(self._run_id, seq) + b"order"
+            # The cluster it went to is known once produce() has joined one; the callback runs
+            # later, from poll(), and reads it then.
+            landed: list[str] = []
             try:
                 self.producer.produce(
                     self.topic,
                     value,
                     f"customer-{seq % 50}".encode(),
-                    on_delivery=self._delivered(seq, cluster),
+                    on_delivery=self._delivered(seq, landed, value),
                 )
             except (NoActiveClusterError, BufferError):
                 self.producer.poll(0.1)  # switching, or the queue is full: try this one again
                 continue
+            landed.append(self.producer.cluster or "?")
             seq += 1
             next_at += interval
             if next_at < now - 1:
                 next_at = now  # do not burst to catch up after a switch
             self.producer.poll(0)
 
-    def _delivered(self, seq: int, cluster: str) -> Any:
+    def _delivered(self, seq: int, landed: list[str], value: bytes) -> Any:
         def done(err: KafkaError | None, msg: Message) -> None:
             with self._lock:
                 if err is not None:
                     self.history.failed += 1
                     return
                 self.history.acked.append(
-                    Acked(seq, cluster, msg.partition() or 0, msg.offset() or 0, time.time())
+                    Acked(
+                        seq,
+                        landed[0] if landed else "?",
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                        time.time(),
+                        msg.key() or b"",
+                        hashlib.sha256(value).hexdigest(),
+                        len(value),
+                        msg.timestamp()[1],
+                    )
                 )
 
         return done
 
     def _consume(self) -> None:
-        prefix = f"{self._run_id}:".encode()
         while not self._stop.is_set():
             msg = self.consumer.poll(0.2)
             cluster = self.consumer.cluster
             if msg is None or msg.error() is not None or cluster is None:
                 continue
-            value = msg.value() or b""
-            if not value.startswith(prefix):
+            identity = parse(msg.value())
+            if identity is None or identity[0] != self._run_id:
                 continue  # an earlier demo's orders
-            seq = int(value[len(prefix) :])
+            seq = identity[1]
             with self._lock:
                 self.history.read.append(
                     Read(
@@ -187,16 +205,6 @@ class OrdersWorkload:
             return next(
                 (r.at for r in self.history.read if r.cluster == cluster and r.at >= after), None
             )
-
-    def save(self, path: Path) -> None:
-        """The history as JSON: what the verdict was computed from, for a second look."""
-        with self._lock:
-            doc = {
-                "acked": [asdict(a) for a in self.history.acked],
-                "read": [asdict(r) for r in self.history.read],
-                "failed": self.history.failed,
-            }
-        path.write_text(json.dumps(doc))
 
     def close(self) -> History:
         self._stop.set()
