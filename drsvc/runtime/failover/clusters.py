@@ -37,8 +37,9 @@ class FailoverClusters(Protocol):
     """The Kafka side of a failover. Unreachable clusters raise
     :class:`drsvc.errors.KafkaUnavailableError`."""
 
-    def reachable(self, alias: str) -> bool:
-        """Does the cluster answer a metadata request within the probe timeout?"""
+    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
+        """Does the cluster answer a metadata request within ``timeout_s`` (default: the probe
+        timeout)?"""
         ...
 
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
@@ -114,11 +115,13 @@ class KafkaFailoverClusters:
             self._views[alias] = KafkaClusterView(alias, self.client_config(alias), self._timeout_s)
         return self._views[alias]
 
-    def reachable(self, alias: str) -> bool:
+    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
         config = self.client_config(alias)
         admin = admin_client(config["bootstrap.servers"], config)
         try:
-            metadata = admin.list_topics(timeout=self._probe_timeout_s)
+            metadata = admin.list_topics(
+                timeout=self._probe_timeout_s if timeout_s is None else timeout_s
+            )
         except Exception:
             return False
         return bool(metadata.brokers)

@@ -88,6 +88,8 @@ FAILPOINT_ENV = "DRSVC_FAILPOINT"
 
 #: how often a wait re-checks
 _POLL_S = 1.0
+#: how long the activate step of an unplanned failover asks the old cluster for its ends
+_QUICK_PROBE_S = 0.5
 #: attempts of a step whose failure means "retry" before the executor stops and says resume
 _RETRIES = 5
 
@@ -844,7 +846,11 @@ class FailoverExecutor:
         copies = self.remote_copies(app, plan)
         replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
         source_ends: dict[Partition, int] = {}
-        if self._clusters.reachable(plan.from_cluster):
+        # A short look: the application is switched while this waits, and a cluster that is
+        # gone (the usual unplanned case) would hold it for the whole probe timeout. A cluster
+        # that answers too slowly gets ranges whose end is unknown; the recovery makes them
+        # exact once it is back.
+        if self._clusters.reachable(plan.from_cluster, timeout_s=_QUICK_PROBE_S):
             source_ends = self._clusters.partition_ends(plan.from_cluster, copies)
         partitions = set(replicated) | set(source_ends)
         return list(

@@ -47,7 +47,7 @@ class FakeFailoverClusters:
         if alias in self.down:
             raise KafkaUnavailableError(f"cluster '{alias}' is down")
 
-    def reachable(self, alias: str) -> bool:
+    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
         return alias not in self.down
 
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
