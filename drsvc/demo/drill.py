@@ -205,9 +205,7 @@ def _drill(
     view.step(f"east is back: {rpo} order(s) had not crossed (RPO, exact)")
     time.sleep(options.threshold_s)  # east must have been up for the controller's healthy_after_s
     view.step("failback through the API: planned, exact", "bold")
-    code, started = reader.post(f"/v1/apps/{APP}/failback", {})
-    if code != 202:
-        raise LocalEnvError(f"the failback was refused: {started}")
+    started = _failback(reader, view, service)
     _wait(
         lambda: reader.get(f"/v1/failovers/{started['id']}")["state"] != "running",
         180,
@@ -281,6 +279,32 @@ def _spark_check(
         "bold green" if spark.get("passed") else "bold red",
     )
     return spark
+
+
+def _failback(
+    reader: ApiReader, view: DemoView, service: subprocess.Popen[bytes]
+) -> dict[str, Any]:
+    """Start the failback; while the group still has a member on east from before the fault
+    (east restored the group's state with it; it leaves when its session times out), the
+    failback is refused and tried again."""
+    deadline = time.monotonic() + 120
+    told = False
+    while True:
+        code, answer = reader.post(f"/v1/apps/{APP}/failback", {})
+        if code == 202:
+            return dict(answer)
+        message = str(answer.get("error", {}).get("message", answer))
+        if code != 409 or "live members" not in message or time.monotonic() > deadline:
+            raise LocalEnvError(f"the failback was refused: {message}")
+        if not told:
+            view.step(
+                "the group still has a member on east from before the fault: waiting "
+                "for its session to time out"
+            )
+            told = True
+        if service.poll() is not None:
+            raise LocalEnvError(f"drsvc run stopped (exit {service.returncode})")
+        time.sleep(2)
 
 
 def _flows_caught_up(reader: ApiReader) -> bool:

@@ -97,6 +97,8 @@ class OrdersWorkload:
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": 500,
+                # a member left behind on a lost cluster expires sooner once it is back
+                "session.timeout.ms": 10000,
             },
             consul=consul,
         )
