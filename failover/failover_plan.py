@@ -278,7 +278,8 @@ def plan_failover(
         raise FailoverRefused(
             f"consumer group(s) {', '.join(sorted(situation.busy_groups))} of application "
             f"{request.app} have live members on {request.to}: their offsets cannot be set "
-            "while they run there; stop those consumers first"
+            "while they run there; stop those consumers first (a member left over from before "
+            f"an outage of {request.to} leaves by itself once its session times out)"
         )
     planned = situation.active_reachable and not request.force
     steps = [
