@@ -1,4 +1,4 @@
-"""A topology file as frozen, typed models: clusters, flows, applications.
+"""A topology file as frozen, typed models: clusters, flows, applications, migrations.
 
 A topology names the clusters (by alias), the flows between them and the applications that can fail
 over. The models reject unknown keys (``extra="forbid"``), check each field on its own, and then run
@@ -29,6 +29,7 @@ from pydantic import (
 
 from drsvc.errors import ConfigError
 from drsvc.topology.base import NAME_PATTERN, FrozenModel, Name
+from drsvc.topology.migration_rules import migration_problems
 from drsvc.topology.rules import cross_field_problems
 from drsvc.topology.security import SecurityConfig
 from failover import naming
@@ -367,6 +368,38 @@ class Application(FrozenModel):
         return value
 
 
+class MigrationOverrides(FrozenModel):
+    """Settings of a migration's topics on the target that differ from the source's."""
+
+    replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        description="Replication factor of the topics created on the target (default: the"
+        " source topic's), never more than the target's broker count.",
+    )
+
+
+class Migration(FrozenModel):
+    """Moving topics (and optionally applications) from one cluster to another for good."""
+
+    name: Name = Field(description="Migration name (drsvc migrate ... --migration NAME).")
+    source: str = Field(description="Alias of the cluster the topics move from.")
+    target: str = Field(description="Alias of the cluster the topics move to.")
+    topics: NameFilterConfig = Field(
+        default_factory=NameFilterConfig,
+        description="Topics to migrate, matched by their name on the source (internal topics"
+        " never are).",
+    )
+    applications: tuple[Name, ...] = Field(
+        default=(),
+        description="Applications to cut over from source to target, one by one (optional).",
+    )
+    overrides: MigrationOverrides = Field(
+        default_factory=MigrationOverrides,
+        description="Settings of the created topics that differ from the source's.",
+    )
+
+
 class InternalTopicsConfig(FrozenModel):
     """Names of drsvc's own topics; ``{source}`` is replaced by a flow's source alias."""
 
@@ -451,6 +484,9 @@ class Topology(FrozenModel):
     applications: tuple[Application, ...] = Field(
         default=(), description="Applications that fail over between clusters."
     )
+    migrations: tuple[Migration, ...] = Field(
+        default=(), description="Cluster migrations (drsvc migrate)."
+    )
     internal_topics: InternalTopicsConfig = Field(
         default_factory=InternalTopicsConfig, description="Names of drsvc's own topics."
     )
@@ -498,7 +534,7 @@ class Topology(FrozenModel):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Topology:
-        problems = cross_field_problems(self)
+        problems = [*cross_field_problems(self), *migration_problems(self)]
         if problems:
             raise TopologyProblems(problems)
         return self
@@ -543,6 +579,22 @@ class Topology(FrozenModel):
                 return app
         known = ", ".join(app.name for app in self.applications) or "none"
         raise ConfigError(f"topology '{self.name}' has no application '{name}' (known: {known})")
+
+    def migration(self, name: str | None = None) -> Migration:
+        """The migration called ``name``, or the only one when ``name`` is None;
+        :class:`ConfigError` naming the known ones otherwise."""
+        known = ", ".join(m.name for m in self.migrations) or "none"
+        if name is None:
+            if len(self.migrations) == 1:
+                return self.migrations[0]
+            raise ConfigError(
+                f"topology '{self.name}' has {len(self.migrations)} migrations; name one with"
+                f" --migration (known: {known})"
+            )
+        for migration in self.migrations:
+            if migration.name == name:
+                return migration
+        raise ConfigError(f"topology '{self.name}' has no migration '{name}' (known: {known})")
 
     def internal_names(self) -> InternalTopicNames:
         """Naming rules for drsvc's own topics."""
