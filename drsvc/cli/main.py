@@ -19,6 +19,7 @@ from drsvc.cli import (
     failover,
     flow,
     heartbeats,
+    migrate,
     replicate,
     run,
     status,
@@ -44,6 +45,7 @@ def build_app() -> typer.Typer:
     app.add_typer(dev.build_app(), name="dev")
     app.add_typer(topology.build_app(), name="topology")
     app.add_typer(flow.build_app(), name="flow")
+    app.add_typer(migrate.build_app(), name="migrate")
     replicate.register(app)
     demo.register(app)
     translate.register(app)

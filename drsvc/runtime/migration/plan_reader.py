@@ -1,0 +1,137 @@
+"""Read a migration's two clusters and plan it: the I/O around :func:`plan_migration`.
+
+From the source: every topic's partitions and replication factor (cluster metadata) and, for the
+topics the migration selects, the configs they set explicitly and whether they are compacted.
+From the target: its brokers, its topics and, for those the source also has, whether they are
+compacted, and the topic config names it knows (read from one of its topics). Nothing is
+created or changed on either cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata  # type: ignore[attr-defined]
+
+from drsvc.adapters.kafka_admin import admin_client, describe_topic_configs
+from drsvc.errors import KafkaUnavailableError
+from drsvc.topology.models import Migration, Topology
+from failover.migration_plan import (
+    MigrationPlan,
+    SourceTopic,
+    TargetCluster,
+    TargetTopic,
+    plan_migration,
+)
+from failover.topic_rules import internal_topic_reason
+
+QUIET = {"log_level": "2"}
+
+
+@dataclass(frozen=True)
+class MigrationPlanReport:
+    """A migration's plan with what it was made from."""
+
+    migration: Migration
+    source_brokers: int
+    target_brokers: int
+    plan: MigrationPlan
+
+    def as_dict(self) -> dict[str, object]:
+        plan = self.plan
+        return {
+            "migration": self.migration.name,
+            "source": self.migration.source,
+            "target": self.migration.target,
+            "source_brokers": self.source_brokers,
+            "target_brokers": self.target_brokers,
+            "conflicts": len(plan.with_action("conflict")),
+            "topics": [topic.as_dict() for topic in plan.topics],
+        }
+
+
+def read_migration_plan(
+    topology: Topology,
+    migration: Migration,
+    bootstrap: Mapping[str, str],
+    timeout_s: float = 10.0,
+) -> MigrationPlanReport:
+    """Plan ``migration`` against its clusters as they are now (read only)."""
+    source_admin = _admin(topology, migration.source, bootstrap)
+    target_admin = _admin(topology, migration.target, bootstrap)
+    source_meta = _metadata(source_admin, migration.source, timeout_s)
+    target_meta = _metadata(target_admin, migration.target, timeout_s)
+    names = topology.internal_names()
+    selected = migration.topics.to_filter()
+
+    sources: list[SourceTopic] = []
+    for name, topic in source_meta.topics.items():
+        partitions = topic.partitions
+        rf = max((len(p.replicas) for p in partitions.values()), default=0)
+        if not selected.matches(name) or internal_topic_reason(name, names) is not None:
+            sources.append(SourceTopic(name, len(partitions), rf))
+            continue
+        configs = describe_topic_configs(source_admin, name, timeout_s)
+        sources.append(
+            SourceTopic(
+                name,
+                partitions=len(partitions),
+                replication_factor=rf,
+                configs=configs.explicit,
+                compacted=_compacted(configs.effective),
+            )
+        )
+
+    source_names = {topic.name for topic in sources}
+    target_topics: dict[str, TargetTopic] = {}
+    known_configs: frozenset[str] | None = None
+    for name, topic in sorted(target_meta.topics.items()):
+        compacted = False
+        if name in source_names and selected.matches(name):
+            effective = describe_topic_configs(target_admin, name, timeout_s).effective
+            compacted = _compacted(effective)
+            known_configs = known_configs or frozenset(effective)
+        target_topics[name] = TargetTopic(name, len(topic.partitions), compacted)
+    if known_configs is None and target_meta.topics:
+        any_topic = min(target_meta.topics)
+        effective = describe_topic_configs(target_admin, any_topic, timeout_s).effective
+        known_configs = frozenset(effective)
+
+    target = TargetCluster(
+        brokers=len(target_meta.brokers), topics=target_topics, known_configs=known_configs
+    )
+    plan = plan_migration(
+        sources,
+        target,
+        topics=selected,
+        names=names,
+        replication_factor=migration.overrides.replication_factor,
+    )
+    return MigrationPlanReport(
+        migration=migration,
+        source_brokers=len(source_meta.brokers),
+        target_brokers=len(target_meta.brokers),
+        plan=plan,
+    )
+
+
+def _admin(topology: Topology, alias: str, bootstrap: Mapping[str, str]) -> AdminClient:
+    config = topology.cluster(alias).client_config(bootstrap.get(alias))
+    return admin_client(config["bootstrap.servers"], {**config, **QUIET})
+
+
+def _metadata(admin: AdminClient, alias: str, timeout_s: float) -> ClusterMetadata:
+    try:
+        metadata: ClusterMetadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as err:
+        raise KafkaUnavailableError(f"cluster '{alias}': metadata unavailable: {err}") from err
+    if not metadata.brokers:
+        raise KafkaUnavailableError(f"cluster '{alias}': no broker answered in {timeout_s:.0f}s")
+    return metadata
+
+
+def _compacted(effective: Mapping[str, str]) -> bool:
+    policy = effective.get("cleanup.policy", "delete")
+    return "compact" in {part.strip() for part in policy.split(",")}
