@@ -17,7 +17,7 @@ demo: setup
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 test: setup
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest --timeout=$(PYTEST_TIMEOUT) tests; status=$$?; \
+	$(PY) -m pytest --timeout=$(PYTEST_TIMEOUT) --durations=25 tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
 
