@@ -10,8 +10,10 @@ from typing import Annotated
 import typer
 
 from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.cli.common import ConsulOption, StateDirOption, TopologyOption, resolve_consul
 from drsvc.errors import ConfigError
+from drsvc.runtime.failover.app_states import held_for_recovery
 from drsvc.runtime.replication.control import (
     FlowControl,
     read_control,
@@ -39,6 +41,17 @@ def _target(
         raise ConfigError("no Consul agent known: pass --consul host:port")
     key = naming.flow_control_key(topology.namespace, flow.source, flow.target)
     return ConsulClient(address), key
+
+
+def _held(
+    topology_file: Path, flow_id: str, consul: str | None, state_dir: Path | None
+) -> dict[str, str]:
+    topology = load_topology(topology_file)
+    source, _, target = flow_id.partition("->")
+    address = resolve_consul(consul, state_dir)
+    if address is None:
+        raise ConfigError("no Consul agent known: pass --consul host:port")
+    return held_for_recovery(topology, ConsulCoordinator(address), source, target)
 
 
 def _update(
@@ -83,14 +96,29 @@ def build_app() -> typer.Typer:
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
-        """Copy again from where the flow (or topic) stopped."""
+        """Copy again from where the flow (or topic) stopped. Topics an unplanned failover
+        stopped until its records that did not cross are dealt with stay stopped (see
+        drsvc recover)."""
+        held = _held(topology_file, flow_id, consul, state_dir)
+        asked = [t for t in topic or [] if t in held]
+        if asked:
+            raise ConfigError(
+                f"topic {asked[0]} of flow {flow_id} is held by failover {held[asked[0]]} "
+                "until the records that did not cross before it are dealt with: run drsvc "
+                "recover for its application (resuming now would copy them without a decision)"
+            )
 
         def change(c: FlowControl) -> FlowControl:
             if topic:
                 return replace(c, paused_topics=c.paused_topics - set(topic))
-            return replace(c, paused=False, paused_topics=frozenset())
+            return replace(c, paused=False, paused_topics=c.paused_topics & set(held))
 
         _update(topology_file, flow_id, consul, state_dir, change)
+        if held and not topic:
+            typer.echo(
+                f"still stopped until drsvc recover: {', '.join(sorted(held))} "
+                f"(failover {', '.join(sorted(set(held.values())))})"
+            )
 
     @app.command()
     def throttle(

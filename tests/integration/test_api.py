@@ -37,6 +37,7 @@ from replication_support import create, running_workers
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -263,9 +264,17 @@ def test_the_dashboard_shows_live_data_and_fails_over(api: Api, browser: Any) ->
     browser.get(api.url + "/")
     wait = WebDriverWait(browser, 60, poll_frequency=0.5)
 
+    # The page redraws its tables every few seconds: look elements up afresh each time, and
+    # click through the page's own querySelector (an element found a moment ago may be gone).
     def text(selector: str) -> str:
-        found = browser.find_elements(By.CSS_SELECTOR, selector)
-        return found[0].text if found else ""
+        try:
+            found = browser.find_elements(By.CSS_SELECTOR, selector)
+            return found[0].text if found else ""
+        except StaleElementReferenceException:
+            return ""
+
+    def click(selector: str) -> None:
+        browser.execute_script("document.querySelector(arguments[0]).click()", selector)
 
     wait.until(lambda _b: text('#apps tr[data-app="app"] .active') == here)
     wait.until(lambda _b: len(browser.find_elements(By.CSS_SELECTOR, "#flows tr[data-flow]")) == 2)
@@ -274,16 +283,16 @@ def test_the_dashboard_shows_live_data_and_fails_over(api: Api, browser: Any) ->
     # without the token the page asks for it and changes nothing
     button = f'#apps tr[data-app="app"] button[data-to="{there}"]'
     wait.until(lambda _b: browser.find_elements(By.CSS_SELECTOR, button))
-    browser.find_element(By.CSS_SELECTOR, button).click()
+    click(button)
     wait.until(lambda _b: "token" in text("#message"))
     token = browser.find_element(By.ID, "token")
     token.send_keys(TOKEN)
     browser.execute_script("arguments[0].dispatchEvent(new Event('change'))", token)
-    browser.find_element(By.CSS_SELECTOR, button).click()
+    click(button)
     wait.until(lambda _b: browser.find_element(By.ID, "plan").is_displayed())
     assert "Dry run" in text("#plan") and text("#plan-title").endswith(f"{there} (planned)")
     assert active_cluster(api.consul, api.namespace) == here  # the plan changed nothing
-    browser.find_element(By.ID, "plan-confirm").click()
+    click("#plan-confirm")
     wait.until(lambda _b: "started" in text("#message"))
     wait_until(lambda: active_cluster(api.consul, api.namespace) == there, 120, "the move")
     wait.until(lambda _b: text('#apps tr[data-app="app"] .active') == there)

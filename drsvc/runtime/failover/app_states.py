@@ -11,8 +11,9 @@ from drsvc.topology.models import Topology
 from failover import naming
 from failover.active import decode_active
 from failover.errors import FormatError
+from failover.failover_record import decode_record
 
-__all__ = ["application_states", "controller_leader"]
+__all__ = ["application_states", "controller_leader", "held_for_recovery"]
 
 
 def controller_leader(topology: Topology, coordinator: Coordinator) -> str | None:
@@ -47,3 +48,24 @@ def application_states(topology: Topology, coordinator: Coordinator) -> dict[str
             }
         )
     return {"controller_leader": controller_leader(topology, coordinator), "applications": apps}
+
+
+def held_for_recovery(
+    topology: Topology, coordinator: Coordinator, source: str, target: str
+) -> dict[str, str]:
+    """Topics the flow ``source -> target`` must not copy yet: those of applications that an
+    unplanned failover moved from ``source`` to ``target`` while records had not crossed,
+    until ``drsvc recover`` deals with them. By topic, the failover that holds it."""
+    held: dict[str, str] = {}
+    for entry in coordinator.list(naming.failovers_prefix(topology.namespace)):
+        try:
+            record = decode_record(entry.value)
+        except FormatError:
+            continue
+        plan = record.plan
+        if not record.awaits_recovery or (plan.from_cluster, plan.to_cluster) != (source, target):
+            continue
+        app = next((a for a in topology.applications if a.name == plan.app), None)
+        for topic in app.topics if app is not None else ():
+            held[topic] = plan.failover_id
+    return held
