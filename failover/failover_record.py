@@ -57,6 +57,20 @@ RECORD_FORMAT_VERSION = 1
 T = TypeVar("T")
 
 
+def group_target_fields(g: GroupTarget) -> dict[str, Any]:
+    """One group partition's position on the new cluster, as records and documents show it."""
+    return {
+        "group": g.group,
+        "topic": g.topic,
+        "partition": g.partition,
+        "target_offset": g.target_offset,
+        "exact": g.exact,
+        "source_topic": g.source_topic,
+        "source_offset": g.source_offset,
+        "reason": g.reason,
+    }
+
+
 def record_fields(record: FailoverRecord) -> dict[str, Any]:
     """The record as JSON-ready fields (also what ``--json`` output builds on)."""
     plan = record.plan
@@ -78,19 +92,7 @@ def record_fields(record: FailoverRecord) -> dict[str, Any]:
             {"step": e.step.value, "outcome": e.outcome.value, "at_ms": e.at_ms, "detail": e.detail}
             for e in record.events
         ],
-        "groups": [
-            {
-                "group": g.group,
-                "topic": g.topic,
-                "partition": g.partition,
-                "target_offset": g.target_offset,
-                "exact": g.exact,
-                "source_topic": g.source_topic,
-                "source_offset": g.source_offset,
-                "reason": g.reason,
-            }
-            for g in record.groups
-        ],
+        "groups": [group_target_fields(g) for g in record.groups],
         "cutoffs": [
             {"topic": c.topic, "partition": c.partition, "offset": c.offset} for c in record.cutoffs
         ],

@@ -12,10 +12,10 @@ from typing import Any
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.translation.group_translation import iso_time
 from failover.failover_plan import FailoverPlan, FailoverRecord, GroupTarget
-from failover.failover_record import record_fields, recovery_fields
+from failover.failover_record import group_target_fields, record_fields, recovery_fields
 from failover.recovery_point import rpo_records
 
-__all__ = ["app_document", "group_fields", "plan_document", "record_document", "recovery_document"]
+__all__ = ["app_document", "plan_document", "record_document", "recovery_document"]
 
 
 def record_document(record: FailoverRecord) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def record_document(record: FailoverRecord) -> dict[str, Any]:
         "kind": fields["kind"],
         "state": fields["state"],
         "request_id": fields["request_id"],
-        "groups": [group_fields(g) for g in record.groups],
+        "groups": fields["groups"],
         "cutoffs": fields["cutoffs"],
         "unreplicated": [
             {
@@ -64,19 +64,6 @@ def record_document(record: FailoverRecord) -> dict[str, Any]:
     }
 
 
-def group_fields(g: GroupTarget) -> dict[str, Any]:
-    return {
-        "group": g.group,
-        "topic": g.topic,
-        "partition": g.partition,
-        "target_offset": g.target_offset,
-        "exact": g.exact,
-        "source_topic": g.source_topic,
-        "source_offset": g.source_offset,
-        "reason": g.reason,
-    }
-
-
 def plan_document(plan: FailoverPlan, targets: list[GroupTarget], note: str) -> dict[str, Any]:
     """A dry run: the steps a failover would take and where its groups would start now."""
     return {
@@ -90,7 +77,7 @@ def plan_document(plan: FailoverPlan, targets: list[GroupTarget], note: str) -> 
             {"name": s.name.value, "on_failure": s.on_failure.value, "timeout_s": s.timeout_s}
             for s in plan.steps
         ],
-        "groups": [group_fields(g) for g in targets],
+        "groups": [group_target_fields(g) for g in targets],
         "note": note,
     }
 
