@@ -4,6 +4,7 @@
 #   - Apache Kafka broker, tools and connect-mirror jars from Maven Central
 #   - Spark's Kafka source jars for the pinned PySpark, from Maven Central
 #   - a consul agent built from the Go module proxy with this machine's Go toolchain
+#   - a toxiproxy server built the same way (the links between sites of 'drsvc dev up --links')
 #   - Debian's chromium and chromium-driver, when missing and apt is usable (the operator
 #     dashboard's browser tests drive them headless; nothing else needs them)
 # into a cache outside the repository (DRSVC_CACHE_DIR, default ~/.cache/drsvc), then writes
@@ -89,6 +90,34 @@ else
   say "python environment .venv: done in $(( $(now) - stage_start ))s"
 fi
 
+# ---------------------------------------------------------------- toxiproxy
+# A small build (seconds once the modules are cached): it runs in the foreground, beside the
+# consul build, and only when its binary for the pinned version and this Go is missing.
+toxiproxy_version=$(sed -n 's#^\tgithub.com/Shopify/toxiproxy/v2 \(v[0-9.]*\).*#\1#p' "$repo/deploy/toxiproxy/go.mod" | head -n 1)
+[ -n "$toxiproxy_version" ] || die "cannot read the toxiproxy version from deploy/toxiproxy/go.mod"
+toxiproxy_dir="$cache/toxiproxy/${toxiproxy_version}-${go_version}"
+toxiproxy_bin="$toxiproxy_dir/toxiproxy-server"
+if [ -x "$toxiproxy_bin" ] && "$toxiproxy_bin" -version >/dev/null 2>&1; then
+  say "toxiproxy $toxiproxy_version (built with $go_version): cached"
+else
+  stage_start=$(now)
+  toxiproxy_log="$cache/logs/toxiproxy-build.log"
+  say "toxiproxy $toxiproxy_version: building with $go_version (log: $toxiproxy_log)"
+  (
+    set -e
+    export GOTOOLCHAIN=local GOFLAGS=-modcacherw
+    export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build"
+    mkdir -p "$toxiproxy_dir"
+    cd "$repo/deploy/toxiproxy"
+    go mod download github.com/Shopify/toxiproxy/v2
+    go build -trimpath -o "$toxiproxy_bin.tmp" github.com/Shopify/toxiproxy/v2/cmd/server
+    mv "$toxiproxy_bin.tmp" "$toxiproxy_bin"
+  ) >"$toxiproxy_log" 2>&1 \
+    || { tail -n 30 "$toxiproxy_log" >&2; die "building toxiproxy failed (log: $toxiproxy_log)"; }
+  record "toxiproxy-$toxiproxy_version" $(( $(now) - stage_start ))
+  say "toxiproxy: built in $(( $(now) - stage_start ))s"
+fi
+
 # ---------------------------------------------------------------- maven-resolved jars
 # fetch_jars NAME POM OUTDIR [extra maven args...]: copies runtime dependencies of POM into
 # OUTDIR, atomically (a half-copied directory is never taken for a complete one).
@@ -172,6 +201,7 @@ manifest = {
     "spark_kafka": {"version": "$SPARK_VERSION", "jars": sorted(
         os.path.join("$spark_jars", name) for name in os.listdir("$spark_jars") if name.endswith(".jar"))},
     "consul": {"version": "$consul_version", "go": "$go_version", "binary": "$consul_bin"},
+    "toxiproxy": {"version": "$toxiproxy_version", "go": "$go_version", "binary": "$toxiproxy_bin"},
 }
 tmp = sys.argv[1] + ".tmp"
 with open(tmp, "w") as fh:

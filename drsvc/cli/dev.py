@@ -61,6 +61,15 @@ def build_app() -> typer.Typer:
                 "environment is created (or DRSVC_CONSUL_LAYOUT).",
             ),
         ] = None,
+        links: Annotated[
+            bool,
+            typer.Option(
+                "--links",
+                help="Join the sites by links that 'drsvc dev cut|heal|delay|limit' act on: "
+                "cross-site Kafka traffic goes through a proxy per link. Chosen when the "
+                "environment is created.",
+            ),
+        ] = False,
         state_dir: StateDirOption = None,
     ) -> None:
         """Start a KRaft cluster per alias and Consul; idempotent."""
@@ -72,6 +81,7 @@ def build_app() -> typer.Typer:
             brokers=brokers,
             progress=progress,
             consul_layout=cast("ConsulLayout | None", consul_layout),
+            links=True if links else None,
         )
         if as_json:
             typer.echo(json.dumps(info.to_json_dict()))
@@ -81,6 +91,10 @@ def build_app() -> typer.Typer:
         typer.echo(f"consul: {info.consul_http_addr}")
         for site, address in sorted(info.consul_sites.items()):
             typer.echo(f"consul {site}: {address}")
+        for site, seen in sorted(info.bootstrap_from.items()):
+            for alias, bootstrap in sorted(seen.items()):
+                if alias != site:
+                    typer.echo(f"{alias} from {site} (through the link): {bootstrap}")
 
     @app.command()
     def down(
@@ -150,4 +164,104 @@ def build_app() -> typer.Typer:
             )
         typer.echo("consul: KV write and read ok")
 
+    _add_link_commands(app)
     return app
+
+
+def _add_link_commands(app: typer.Typer) -> None:
+    """``links``, ``cut``, ``heal``, ``delay`` and ``limit``: the links of ``up --links``."""
+
+    @app.command("links")
+    def show_links(
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        """Show the links between sites and what they do to traffic now."""
+        described = _environment(state_dir).links().describe()
+        if as_json:
+            typer.echo(json.dumps({"links": described}))
+            return
+        table = Table(title="links between sites")
+        for column in ("link", "state", "latency", "bandwidth", "proxies"):
+            table.add_column(column)
+        for link in described:
+            sites = cast("list[str]", link["sites"])
+            state = ("cut (black hole)" if link["blackhole"] else "cut") if link["cut"] else "up"
+            if not link["consistent"]:
+                state += " (inconsistent: heal it)"
+            jitter = f" ±{link['jitter_ms']}" if link["jitter_ms"] else ""
+            rate = link["kilobytes_per_s"]
+            table.add_row(
+                " <-> ".join(sites),
+                state,
+                f"{link['latency_ms']}{jitter} ms each way",
+                "unlimited" if rate is None else f"{rate} KB/s each way",
+                str(len(cast("list[object]", link["proxies"]))),
+            )
+        Console().print(table)
+
+    @app.command()
+    def cut(
+        site_a: Annotated[str, typer.Argument(help="A site (cluster alias).")],
+        site_b: Annotated[str, typer.Argument(help="Another site.")],
+        blackhole: Annotated[
+            bool,
+            typer.Option(
+                "--blackhole",
+                help="Hold connections and pass no byte (clients only time out) instead of "
+                "dropping them and refusing new ones.",
+            ),
+        ] = False,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        """Cut the link between two sites, both ways, until 'drsvc dev heal'."""
+        _environment(state_dir).links().cut(site_a, site_b, blackhole=blackhole)
+        typer.echo(f"cut {site_a} <-> {site_b}" + (" (black hole)" if blackhole else ""))
+
+    @app.command()
+    def heal(
+        site_a: Annotated[
+            str | None, typer.Argument(help="A site; without sites every link heals.")
+        ] = None,
+        site_b: Annotated[str | None, typer.Argument(help="Another site.")] = None,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        """Restore a link (or all): connected, no added latency, no bandwidth limit."""
+        site_links = _environment(state_dir).links()
+        if site_a is None and site_b is None:
+            site_links.heal_all()
+            typer.echo("healed every link")
+            return
+        if site_a is None or site_b is None:
+            raise ConfigError("drsvc dev heal takes two sites, or none to heal every link")
+        site_links.heal(site_a, site_b)
+        typer.echo(f"healed {site_a} <-> {site_b}")
+
+    @app.command()
+    def delay(
+        site_a: Annotated[str, typer.Argument(help="A site (cluster alias).")],
+        site_b: Annotated[str, typer.Argument(help="Another site.")],
+        latency_ms: Annotated[
+            int, typer.Argument(help="Milliseconds added each way (0 removes the delay).")
+        ],
+        jitter_ms: Annotated[
+            int, typer.Option("--jitter", help="Up to this many ms more or less, at random.")
+        ] = 0,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        """Delay the link between two sites each way: a round trip takes 2 x LATENCY_MS longer."""
+        _environment(state_dir).links().delay(site_a, site_b, latency_ms, jitter_ms)
+        typer.echo(f"{site_a} <-> {site_b}: {latency_ms} ms each way (jitter {jitter_ms} ms)")
+
+    @app.command()
+    def limit(
+        site_a: Annotated[str, typer.Argument(help="A site (cluster alias).")],
+        site_b: Annotated[str, typer.Argument(help="Another site.")],
+        kilobytes_per_s: Annotated[
+            int, typer.Argument(help="Kilobytes per second, each way, per connection.")
+        ],
+        state_dir: StateDirOption = None,
+    ) -> None:
+        """Throttle the link between two sites; 'drsvc dev heal' lifts it."""
+        _environment(state_dir).links().limit(site_a, site_b, kilobytes_per_s)
+        typer.echo(f"{site_a} <-> {site_b}: {kilobytes_per_s} KB/s each way per connection")

@@ -41,6 +41,15 @@ class ConsulInstall(BaseModel):
     binary: Path
 
 
+class ToxiproxyInstall(BaseModel):
+    """The Toxiproxy server behind the links between sites (``drsvc dev up --links``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    version: str
+    go: str
+    binary: Path
+
+
 class Components(BaseModel):
     """Paths and versions of everything the install step provides."""
 
@@ -49,6 +58,17 @@ class Components(BaseModel):
     kafka: KafkaInstall
     spark_kafka: SparkKafkaInstall
     consul: ConsulInstall
+    #: absent from manifests written before the links existed; only ``--links`` needs it
+    toxiproxy: ToxiproxyInstall | None = None
+
+    def require_toxiproxy(self) -> ToxiproxyInstall:
+        """The Toxiproxy server, or :class:`NotInstalledError` saying how to get it."""
+        if self.toxiproxy is None or not self.toxiproxy.binary.exists():
+            where = "" if self.toxiproxy is None else f" at {self.toxiproxy.binary}"
+            raise NotInstalledError(
+                f"the toxiproxy server that links sites is missing{where}: {INSTALL_HINT}"
+            )
+        return self.toxiproxy
 
 
 def load_components(cache_dir: Path) -> Components:

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import wait_for_brokers
-from drsvc.devenv import consul_agent, kafka_node
+from drsvc.devenv import consul_agent, kafka_node, toxiproxy
 from drsvc.devenv.components import Components, load_components
+from drsvc.devenv.link_plan import check_sites, plan_listeners, ports_needed, proxy_name
+from drsvc.devenv.links import SiteLinks
 from drsvc.devenv.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.devenv.processes import is_alive, stop_all
 from drsvc.devenv.state import (
@@ -30,6 +32,8 @@ from drsvc.devenv.state import (
     ConsulLayout,
     EnvState,
     KafkaSite,
+    LinkListener,
+    LinksState,
     StateStore,
 )
 from drsvc.errors import (
@@ -60,12 +64,23 @@ class EnvironmentInfo:
     consul_http_addr: str | None
     #: per-site layout: every site's agent (the witness included); empty for ``single``
     consul_sites: dict[str, str] = field(default_factory=dict)
+    #: with links: the Toxiproxy API that controls them (None: no links)
+    links_api: str | None = None
+    #: with links: per site, every cluster's bootstrap servers as that site's processes use them
+    #: (their own cluster directly, the others through the links)
+    bootstrap_from: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, object]:
-        return {
+        document: dict[str, object] = {
             "clusters": {a: {"bootstrap_servers": b} for a, b in sorted(self.clusters.items())},
             "consul": {"http_addr": self.consul_http_addr, "sites": dict(self.consul_sites)},
         }
+        if self.links_api is not None:
+            document["links"] = {
+                "api": self.links_api,
+                "bootstrap_from": {s: dict(c) for s, c in sorted(self.bootstrap_from.items())},
+            }
+        return document
 
 
 @dataclass(frozen=True)
@@ -138,23 +153,69 @@ class LocalEnvironment:
         agents = state.consul_agents()
         alive = [a for a in agents if a.process is not None and is_alive(a.process)]
         chosen = next(iter(alive or agents), None)
+        links = state.links
         return EnvironmentInfo(
             clusters={alias: site.bootstrap_servers for alias, site in state.sites.items()},
             consul_http_addr=chosen.http_addr if chosen is not None else None,
             consul_sites={a.site: a.http_addr for a in state.consul_servers if a.site is not None},
+            links_api=links.api_addr if links is not None else None,
+            bootstrap_from=(
+                {site: _clusters_from(state, site) for site in links.sites}
+                if links is not None
+                else {}
+            ),
         )
 
-    def bootstrap_servers(self, alias: str) -> str:
-        """Bootstrap servers of a running local cluster (for topologies that omit them)."""
+    def bootstrap_from(self, site: str, cluster: str) -> str:
+        """The bootstrap servers the processes of ``site`` use to reach ``cluster``: through the
+        link between them when the environment has links and they are different sites, else the
+        cluster's own (an environment without links has no link to go through)."""
         state = self.store.load()
-        site = state.sites.get(alias)
-        if site is None:
+        self._check_cluster(state, cluster)
+        if state.links is not None and site not in state.links.sites:
+            raise ConfigError(
+                f"{site!r} is not a linked site of the local environment in {self.state_dir} "
+                f"(linked: {', '.join(state.links.sites)})"
+            )
+        return _clusters_from(state, site)[cluster]
+
+    def clusters_from(self, site: str) -> dict[str, str]:
+        """Every cluster's bootstrap servers as the processes of ``site`` use them (see
+        :meth:`bootstrap_from`): what a topology rendered for that site's roles names."""
+        return {alias: self.bootstrap_from(site, alias) for alias in self.store.load().sites}
+
+    def links(self) -> SiteLinks:
+        """The links between sites, to cut, heal, delay and throttle them.
+
+        Raises :class:`LocalEnvError` when the environment was not brought up with links, or
+        their Toxiproxy server does not run."""
+        state = self.store.load()
+        if state.links is None:
+            raise LocalEnvError(
+                f"the local environment in {self.state_dir} was not brought up with links "
+                "between its sites; start one with 'drsvc dev up --links' (an environment "
+                "keeps what it was created with: 'drsvc dev down --purge' first)"
+            )
+        if state.links.process is None or not is_alive(state.links.process):
+            raise LocalEnvError(
+                f"the links' Toxiproxy server of the local environment in {self.state_dir} does "
+                "not run; 'drsvc dev up' starts it again"
+            )
+        return SiteLinks(state.links)
+
+    def _check_cluster(self, state: EnvState, alias: str) -> None:
+        if alias not in state.sites:
             known = ", ".join(sorted(state.sites)) or "none"
             raise ConfigError(
                 f"cluster {alias!r} is not part of the local environment in {self.state_dir} "
                 f"(known: {known}); start it with 'drsvc dev up --clusters {alias}'"
             )
-        return site.bootstrap_servers
+
+    def bootstrap_servers(self, alias: str) -> str:
+        """Bootstrap servers of a running local cluster (for topologies that omit them)."""
+        state = self.store.load()
+        self._check_cluster(state, alias)
+        return state.sites[alias].bootstrap_servers
 
     def status(self) -> EnvironmentStatus:
         state = self.store.load()
@@ -184,6 +245,19 @@ class LocalEnvironment:
                         log_file=kafka_node.server_log(self.state_dir, site, node),
                     )
                 )
+        if state.links is not None:
+            links = state.links
+            rows.append(
+                ProcessStatus(
+                    site="-",
+                    role="toxiproxy",
+                    address=links.api_addr,
+                    pid=links.process.pid if links.process else None,
+                    running=links.process is not None and is_alive(links.process),
+                    listening=port_accepts(links.host, links.api_port),
+                    log_file=toxiproxy.log_file(self.state_dir),
+                )
+            )
         return EnvironmentStatus(state_dir=self.state_dir, processes=rows)
 
     # ------------------------------------------------------------------ up
@@ -196,6 +270,7 @@ class LocalEnvironment:
         broker_overrides: Mapping[str, Mapping[str, object]] | None = None,
         consul_layout: ConsulLayout | None = None,
         consul_only: bool = False,
+        links: bool | None = None,
     ) -> EnvironmentInfo:
         """Start (or keep running) a cluster per alias and the Consul agent(s); wait until ready.
 
@@ -212,6 +287,13 @@ class LocalEnvironment:
         ``consul_only`` starts (or restarts) the Consul agent(s) alone: ``aliases`` only name the
         sites of a new per-site layout, no broker starts and no service is registered. Tests of
         Consul itself use it to skip the brokers' start; a later ``up`` adds the clusters.
+
+        ``links=True`` creates an environment whose sites (``aliases``, two or more) are joined
+        by links that can be cut, delayed and throttled (:meth:`links`): every broker gets a
+        listener per other site behind a Toxiproxy proxy, and :meth:`bootstrap_from` gives each
+        site's processes the addresses that go through them. Chosen when the environment is
+        created, like the Consul layout; ``None`` keeps what it was created with. Without links
+        nothing of this exists (no proxy runs, brokers have their one listener).
         """
         if brokers is not None and brokers not in (1, 3):
             raise ConfigError(f"--brokers must be 1 or 3 (got {brokers})")
@@ -222,8 +304,11 @@ class LocalEnvironment:
                 _check_same_overrides(state, alias, wanted)
             layout = consul_layout or self.settings.consul_layout
             _choose_layout(state, layout, aliases, explicit=consul_layout)
+            self._choose_links(state, links, aliases, brokers)
             components = self._components(needs_java=not consul_only)
             self._start_consul(state, components, progress)
+            if state.links is not None:
+                self._start_links(state, state.links, components, progress)
             kafka_aliases = [] if consul_only else list(aliases)
             # Start every site first and wait afterwards: the JVMs boot in parallel.
             starting = [
@@ -247,6 +332,84 @@ class LocalEnvironment:
                 "PATH; install a JDK or point DRSVC_JAVA at a java executable"
             )
         return load_components(self.settings.cache_dir)
+
+    def _choose_links(
+        self, state: EnvState, wanted: bool | None, aliases: Sequence[str], brokers: int | None
+    ) -> None:
+        """Plan the links of a new environment; refuse a change of an existing one's."""
+        if state.links is not None:
+            if wanted is False:
+                raise ConfigError(
+                    "the local environment in its state directory was brought up with links; "
+                    "run 'drsvc dev down --purge' to start over without them"
+                )
+            extra = [a for a in aliases if a not in state.links.sites]
+            if extra:
+                raise ConfigError(
+                    f"cluster(s) {', '.join(extra)} cannot join an environment with links: its "
+                    f"linked sites ({', '.join(state.links.sites)}) are fixed when it is created; "
+                    "run 'drsvc dev down --purge' and bring all sites up at once"
+                )
+            return
+        if not wanted:
+            return
+        if state.sites:
+            raise ConfigError(
+                "the local environment in its state directory was brought up without links; run "
+                "'drsvc dev down --purge' to start over with them"
+            )
+        check_sites(aliases)
+        node_ids = {alias: list(range(1, (brokers or 1) + 1)) for alias in aliases}
+        ports = allocate_ports(LOCAL_HOST, 1 + ports_needed(node_ids))
+        state.links = LinksState(
+            sites=list(aliases),
+            host=LOCAL_HOST,
+            api_port=ports[0],
+            listeners=plan_listeners(node_ids, ports[1:]),
+        )
+        self.store.save(state)
+
+    def _start_links(
+        self, state: EnvState, links: LinksState, components: Components, progress: Progress
+    ) -> None:
+        """Start the links' Toxiproxy server unless it runs; wait until it has every proxy."""
+        if links.process is not None and is_alive(links.process):
+            progress(f"links: already running (Toxiproxy at {links.api_addr})")
+            return
+        install = components.require_toxiproxy()
+        ensure_free(links.host, links.api_port, "the links' Toxiproxy API")
+        for listener in links.listeners:
+            ensure_free(links.host, listener.proxy_port, f"link proxy {proxy_name(listener)}")
+        toxiproxy.prepare(self.state_dir, links)
+        progress(
+            f"links: starting Toxiproxy {install.version} at {links.api_addr} "
+            f"({len(links.listeners)} proxies between {', '.join(links.sites)})"
+        )
+        links.process = toxiproxy.start(self.state_dir, links, install)
+        self.store.save(state)
+        client = toxiproxy.ToxiproxyClient(links.api_addr, timeout_s=2.0)
+        names = [proxy_name(li) for li in links.listeners]
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while True:
+            if not is_alive(links.process):
+                raise ProcessStartError(
+                    "the links' Toxiproxy server",
+                    "the process exited",
+                    toxiproxy.log_file(self.state_dir),
+                )
+            try:
+                if not toxiproxy.missing_proxies(client, names):
+                    break
+            except LocalEnvError:
+                pass
+            if time.monotonic() > deadline:
+                raise ProcessStartError(
+                    "the links' Toxiproxy server",
+                    f"its proxies are not all up after {self.settings.start_timeout_s:.0f}s",
+                    toxiproxy.log_file(self.state_dir),
+                )
+            time.sleep(0.1)
+        progress("links: ready (every link healthy)")
 
     def _start_consul(self, state: EnvState, components: Components, progress: Progress) -> None:
         if state.consul_layout == "single" and state.consul is None:
@@ -375,6 +538,12 @@ class LocalEnvironment:
         for node in to_start:
             ensure_free(site.host, node.broker_port, f"Kafka {alias} node {node.node_id}")
             ensure_free(site.host, node.controller_port, f"Kafka {alias} controller {node.node_id}")
+            for link in _link_listeners(state, alias, node.node_id):
+                ensure_free(
+                    site.host,
+                    link.listener_port,
+                    f"Kafka {alias} node {node.node_id} listener for {link.client_site}",
+                )
         progress(
             f"kafka {alias}: starting {len(to_start)} node(s), Kafka {components.kafka.version}"
         )
@@ -386,7 +555,14 @@ class LocalEnvironment:
         pending = _StartingSite(site=site, nodes=to_start, log_offsets=log_offsets)
         try:
             for node in to_start:
-                kafka_node.prepare(self.state_dir, site, node, self.settings.java, components.kafka)
+                kafka_node.prepare(
+                    self.state_dir,
+                    site,
+                    node,
+                    self.settings.java,
+                    components.kafka,
+                    _link_listeners(state, alias, node.node_id),
+                )
                 node.process = kafka_node.start(
                     self.state_dir,
                     site,
@@ -535,10 +711,38 @@ class LocalEnvironment:
                 for agent in agents:
                     agent.process = None
                 self.store.save(state)
+            if state.links is not None and state.links.process is not None:
+                proxy = state.links.process
+                if is_alive(proxy):
+                    progress("links: stopping Toxiproxy")
+                    stopped.append(proxy)
+                try:
+                    stop_all([proxy], grace_s=5.0)
+                except OSError as err:
+                    raise LocalEnvError(f"could not stop the links' Toxiproxy: {err}") from err
+                state.links.process = None
+                self.store.save(state)
         if purge:
             shutil.rmtree(self.state_dir, ignore_errors=False)
             progress(f"removed {self.state_dir}")
         return len(stopped)
+
+
+def _link_listeners(state: EnvState, alias: str, node_id: int) -> list[LinkListener]:
+    return [] if state.links is None else state.links.listeners_of(alias, node_id)
+
+
+def _clusters_from(state: EnvState, site: str) -> dict[str, str]:
+    """Every cluster's bootstrap servers as seen from ``site`` (see ``bootstrap_from``)."""
+    seen: dict[str, str] = {}
+    for alias, kafka in state.sites.items():
+        ways = [] if state.links is None or alias == site else state.links.between(site, alias)
+        seen[alias] = (
+            ",".join(f"{state.links.host}:{li.proxy_port}" for li in ways)
+            if ways and state.links is not None
+            else kafka.bootstrap_servers
+        )
+    return seen
 
 
 def _choose_layout(

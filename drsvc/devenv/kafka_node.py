@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from drsvc.devenv.components import KafkaInstall
+from drsvc.devenv.link_plan import listener_name
 from drsvc.devenv.processes import ProcessHandle, spawn
-from drsvc.devenv.state import BrokerNode, KafkaSite
+from drsvc.devenv.state import BrokerNode, KafkaSite, LinkListener
 from drsvc.errors import ConfigError, ProcessStartError
 
 LOG4J2_TEMPLATE = """\
@@ -89,21 +90,37 @@ def node_dir(state_dir: Path, site: KafkaSite, node: BrokerNode) -> Path:
     return state_dir / "sites" / site.alias / f"kafka-{node.node_id}"
 
 
-def server_properties(site: KafkaSite, node: BrokerNode, data_dir: Path) -> str:
-    """Render server.properties for ``node`` of ``site``, with the site's broker overrides."""
+def server_properties(
+    site: KafkaSite,
+    node: BrokerNode,
+    data_dir: Path,
+    link_listeners: Sequence[LinkListener] = (),
+) -> str:
+    """Render server.properties for ``node`` of ``site``, with the site's broker overrides.
+
+    ``link_listeners`` (an environment with links) add a listener per other site, advertised at
+    the address of the proxy that site's clients go through."""
     host = site.host
     voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in site.nodes)
     replicas = min(3, len(site.nodes))
     min_isr = 2 if replicas >= 3 else 1
+    listeners = [f"PLAINTEXT://{host}:{node.broker_port}"]
+    advertised = [f"PLAINTEXT://{host}:{node.broker_port}"]
+    protocols = ["PLAINTEXT:PLAINTEXT"]
+    for link in link_listeners:
+        name = listener_name(link.client_site)
+        listeners.append(f"{name}://{host}:{link.listener_port}")
+        advertised.append(f"{name}://{host}:{link.proxy_port}")
+        protocols.append(f"{name}:PLAINTEXT")
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{host}:{node.broker_port},CONTROLLER://{host}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{node.broker_port}",
+        "listeners": ",".join([*listeners, f"CONTROLLER://{host}:{node.controller_port}"]),
+        "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join([*protocols, "CONTROLLER:PLAINTEXT"]),
         "log.dirs": str(data_dir),
         "num.network.threads": "2",
         "num.io.threads": "2",
@@ -151,7 +168,12 @@ def java_command(
 
 
 def prepare(
-    state_dir: Path, site: KafkaSite, node: BrokerNode, java: str, kafka: KafkaInstall
+    state_dir: Path,
+    site: KafkaSite,
+    node: BrokerNode,
+    java: str,
+    kafka: KafkaInstall,
+    link_listeners: Sequence[LinkListener] = (),
 ) -> Path:
     """Write the node's config and format its storage once; return the properties file."""
     base = node_dir(state_dir, site, node)
@@ -159,7 +181,7 @@ def prepare(
     log_dir = base / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     props_file = base / "server.properties"
-    props_file.write_text(server_properties(site, node, data_dir))
+    props_file.write_text(server_properties(site, node, data_dir, link_listeners))
     log4j_file = base / "log4j2.yaml"
     log4j_file.write_text(LOG4J2_TEMPLATE.format(log_dir=log_dir))
     if not (data_dir / "meta.properties").exists():

@@ -1,9 +1,9 @@
 """The persistent state of the local environment: sites, their brokers, ports and processes.
 
 Everything a site owns (its brokers, their ports and data) is grouped under that site, and each site
-records the host address its processes listen on. Today every site listens on 127.0.0.1; a chaos
-scenario can later move a site into a network namespace of its own by giving it another address,
-and then cut or slow the links between sites.
+records the host address its processes listen on. Every site listens on 127.0.0.1; an environment
+brought up with links (``links``) also gives each broker a listener per other site, reached through
+a proxy that can cut, slow or throttle that link (``drsvc.devenv.links``).
 
 The state file is rewritten atomically (temp file + rename) after every change, so an interrupted
 command never leaves it half-written. A lock file serialises concurrent ``drsvc dev`` commands.
@@ -73,6 +73,53 @@ class ConsulAgentState(BaseModel):
         return f"{self.host}:{self.http_port}"
 
 
+class LinkListener(BaseModel):
+    """The way clients of one site reach one broker of another site: a broker listener of its
+    own (``listener_port``) that Toxiproxy forwards to from ``proxy_port``, the address the
+    broker advertises on that listener (``drsvc dev up --links``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: the site whose clients use this way in
+    client_site: str
+    #: the site (cluster alias) whose broker it leads to
+    server_site: str
+    node_id: int
+    listener_port: int
+    proxy_port: int
+
+
+class LinksState(BaseModel):
+    """The links between the sites of an environment brought up with ``--links``: one Toxiproxy
+    server and, per broker and per other site, a listener behind a proxy."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: the linked sites: the cluster aliases of the first ``up`` (fixed afterwards)
+    sites: list[str]
+    host: str = "127.0.0.1"
+    api_port: int
+    listeners: list[LinkListener] = Field(default_factory=list)
+    process: ProcessHandle | None = None
+
+    @property
+    def api_addr(self) -> str:
+        return f"{self.host}:{self.api_port}"
+
+    def listeners_of(self, server_site: str, node_id: int) -> list[LinkListener]:
+        """The listeners a broker opens for the other sites' clients."""
+        return [
+            li for li in self.listeners if li.server_site == server_site and li.node_id == node_id
+        ]
+
+    def between(self, client_site: str, server_site: str) -> list[LinkListener]:
+        """The ways from ``client_site``'s clients to ``server_site``'s brokers (by node id)."""
+        found = [
+            li
+            for li in self.listeners
+            if li.client_site == client_site and li.server_site == server_site
+        ]
+        return sorted(found, key=lambda li: li.node_id)
+
+
 ConsulLayout = Literal["single", "per-site"]
 
 #: the site name of the third Consul server of the per-site layout
@@ -88,6 +135,8 @@ class EnvState(BaseModel):
     consul_layout: ConsulLayout = "single"
     #: the servers of the ``per-site`` layout: one per site of the first ``up``, and a witness
     consul_servers: list[ConsulAgentState] = Field(default_factory=list)
+    #: the links between sites (``drsvc dev up --links``); None: sites share loopback directly
+    links: LinksState | None = None
 
     def consul_agents(self) -> list[ConsulAgentState]:
         """Every Consul agent of the environment, whatever the layout."""
