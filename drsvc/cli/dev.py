@@ -227,13 +227,13 @@ def _add_link_commands(app: typer.Typer) -> None:
         state_dir: StateDirOption = None,
     ) -> None:
         """Restore a link (or all): connected, no added latency, no bandwidth limit."""
+        if (site_a is None) != (site_b is None):
+            raise ConfigError("drsvc dev heal takes two sites, or none to heal every link")
         site_links = _environment(state_dir).links()
-        if site_a is None and site_b is None:
+        if site_a is None or site_b is None:
             site_links.heal_all()
             typer.echo("healed every link")
             return
-        if site_a is None or site_b is None:
-            raise ConfigError("drsvc dev heal takes two sites, or none to heal every link")
         site_links.heal(site_a, site_b)
         typer.echo(f"healed {site_a} <-> {site_b}")
 
