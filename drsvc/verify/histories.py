@@ -23,6 +23,9 @@ reads every table as one DataFrame:
     been replicated when the old cluster was left.
 ``unreplicated``
     Per failover, the source ranges drsvc reported as not replicated (its recovery point).
+``faults``
+    Every fault a chaos scenario injected (a nemesis): its name, what it hit, when it started
+    and when it was healed (None if it never was), and a detail line.
 
 Every table has one schema here, given once and turned into both an Arrow schema (to write) and
 a Spark schema (to read): the two sides cannot drift apart.
@@ -195,7 +198,18 @@ UNREPLICATED = TableSchema(
     ),
 )
 
-TABLES = (PRODUCED, CONSUMED, COMMITS, FAILOVERS, CUTOFFS, UNREPLICATED)
+FAULTS = TableSchema(
+    "faults",
+    (
+        Field("name", "string"),
+        Field("target", "string"),
+        Field("start_ms", "long"),
+        Field("end_ms", "long", nullable=True),
+        Field("detail", "string"),
+    ),
+)
+
+TABLES = (PRODUCED, CONSUMED, COMMITS, FAILOVERS, CUTOFFS, UNREPLICATED, FAULTS)
 
 
 class ProducedRecord(NamedTuple):
@@ -261,6 +275,14 @@ class Unreplicated(NamedTuple):
     partition: int
     first_offset: int
     last_offset: int | None
+
+
+class FaultEvent(NamedTuple):
+    name: str
+    target: str
+    start_ms: int
+    end_ms: int | None
+    detail: str
 
 
 def _arrow_value(kind: Kind, value: Any) -> Any:

@@ -1,0 +1,496 @@
+"""Running one scenario: topology and topics, ``drsvc run``, the workload, the faults (or the
+site-loss drill), heal and catch-up, the histories, the Spark check, the verdict and report."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos import rules
+from chaos.nemesis import ChaosContext, Nemesis, Timeline, build
+from chaos.nemesis.base import now_ms
+from chaos.nemesis.sites import LoseSite
+from chaos.report.html import write_report
+from chaos.scenarios import Scenario
+from chaos.schedule import events
+from chaos.service import Service, retrying, wait
+from chaos.verification import verify
+from chaos.workload import ConsumerSpec, ProducerSpec, Shape, Workload
+from chaos.workload.following import FollowingConsumer, FollowingProducer
+from chaos.world import World
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.consul_coordination import ConsulCoordinator
+from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.runtime.failover.views import record_document
+from drsvc.runtime.status.flow_status import read_status
+from drsvc.topology.loader import load_topology
+from drsvc.verify import histories
+from failover.active import ActiveDocument
+from failover.failover_record import decode_record
+from failover.naming import app_active_key, failovers_prefix
+
+APP = "app"
+PARTITIONS = 3
+LEASE_S = 3.0
+SHAPE = Shape(value_size_median=64, value_size_max=1024)
+
+
+@dataclass
+class Outcome:
+    """What ``chaos run --json`` prints (``document``) and what the report was made from."""
+
+    document: dict[str, Any]
+    reasons: list[str]
+    elapsed_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LagSampler:
+    """Every flow's lag (records left to copy, from ``drsvc status``'s reading) every 2 s."""
+
+    def __init__(self, topology: Any, bootstrap: dict[str, str]) -> None:
+        self.topology = topology
+        self.bootstrap = bootstrap
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def read(self) -> list[dict[str, Any]]:
+        report = read_status(self.topology, self.topology.flows, self.bootstrap, timeout_s=3)
+        at = now_ms()
+        return [
+            {
+                "at_ms": at,
+                "flow": f.flow,
+                "lag": f.lag,
+                "unknown": f.unknown_partitions,
+                "error": f.error,
+            }
+            for f in report.flows
+        ]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.extend(self.read())
+            except Exception as err:  # a cluster gone: a gap in the plot, not a crash
+                self.samples.append(
+                    {"at_ms": now_ms(), "flow": "*", "lag": None, "error": str(err)}
+                )
+            self._stop.wait(2.0)
+
+    def readable(self) -> bool:
+        rows = self.read()
+        return bool(rows) and all(r["error"] is None for r in rows)
+
+    def caught_up(self) -> bool:
+        rows = self.read()
+        return bool(rows) and all(
+            r["error"] is None and r["lag"] == 0 and r["unknown"] == 0 for r in rows
+        )
+
+
+def _topology_document(tag: str, scenario: Scenario, bootstrap: dict[str, str]) -> dict[str, Any]:
+    topics = {"include": [f"^{tag}-.*"]}
+    drill = scenario.drill == "site-loss"
+    return {
+        "name": tag,
+        "namespace": tag,
+        "clusters": {a: {"bootstrap_servers": b} for a, b in sorted(bootstrap.items())},
+        "flows": [
+            {"source": "east", "target": "west", "topics": topics, "delivery": scenario.delivery},
+            {"source": "west", "target": "east", "topics": topics, "delivery": scenario.delivery},
+        ],
+        "applications": [
+            {
+                "name": APP,
+                "groups": [f"{tag}-app"],
+                "topics": [f"{tag}-orders"],
+                "preferred": "east",
+                "auto_failover": True,
+                "lease_s": LEASE_S,
+                "sync_group_offsets": True,
+                "on_unknown_translation": "refuse",
+            }
+        ],
+        # Drills act after 5 s; elsewhere the controller runs (a fault may kill it) but no
+        # fault of a replication scenario lasts long enough for it to move anything.
+        "controller": {
+            "unreachable_after_s": 5 if drill else 90,
+            "healthy_after_s": 5,
+            "cooldown_s": 60,
+            "interval_s": 1,
+        },
+    }
+
+
+class ScenarioRun:
+    def __init__(self, scenario: Scenario, seed: int, world: World) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.world = world
+        self.tag = f"{scenario.name}-{seed}-{random.Random().randrange(16**4):04x}"
+        self.dir = world.out_dir / scenario.name
+        self.history = self.dir / "history"
+        self.timeline = Timeline()
+        self.problems: list[str] = []
+        self.say = world.progress
+        self.bootstrap = dict(world.info.clusters)
+        self.consul = world.consul("west")
+        self.topics = (f"{self.tag}-orders", f"{self.tag}-payments")
+        self.fault_ms: int | None = None
+        self.to_cluster: str | None = None
+
+    # -- set-up ----------------------------------------------------------------------------
+
+    def prepare(self) -> Path:
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        self.history.mkdir(parents=True)
+        for bootstrap in self.bootstrap.values():
+            admin = admin_client(bootstrap)
+            for topic in self.topics:
+                create_topic(admin, topic, partitions=PARTITIONS)
+        path = self.dir / "topology.yaml"
+        path.write_text(yaml.safe_dump(_topology_document(self.tag, self.scenario, self.bootstrap)))
+        ConsulClient(self.consul).kv_put(
+            app_active_key(self.tag, APP),
+            ActiveDocument("east", lease_ms=int(LEASE_S * 1000)).encode(),
+        )
+        return path
+
+    def workload(self) -> Workload:
+        rate = self.scenario.rate_per_s
+        return Workload(
+            self.history,
+            self.bootstrap,
+            [
+                ProducerSpec("plain", "east", self.topics, rate=rate),
+                ProducerSpec(
+                    "txn",
+                    "east",
+                    self.topics,
+                    transactional=True,
+                    abort_ratio=0.2,
+                    transaction_size=20,
+                    rate=rate / 2,
+                ),
+                ProducerSpec("west", "west", (self.topics[0],), rate=rate / 2),
+            ],
+            [
+                ConsumerSpec(f"{self.tag}-readers", "east", self.topics, member="east"),
+                ConsumerSpec(f"{self.tag}-readers", "west", (self.topics[0],), member="west"),
+            ],
+            shape=SHAPE,
+            seed=self.seed,
+        )
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        started = time.monotonic()
+        topology_path = self.prepare()
+        topology = load_topology(topology_path)
+        service = Service(topology_path, self.dir / "service", self.consul)
+        context = ChaosContext(
+            self.world.env,
+            ("east", "west"),
+            self.bootstrap,
+            service.run_dir,
+            self.history,
+            links=self.world.links,
+            extra={"topics": {"0": self.topics[0], "1": self.topics[1]}},
+        )
+        sampler = LagSampler(topology, self.bootstrap)
+        failovers: list[dict[str, Any]] = []
+        try:
+            wait(service.roles_running, 120, "every role of drsvc run", service)
+            wait(sampler.readable, 120, "the flows' status", service)
+            self.say(f"{self.scenario.name}: drsvc run up; workload and faults start")
+            sampler.start()
+            if self.scenario.drill == "site-loss":
+                failovers = self._drill(context, topology_path, service, sampler)
+            else:
+                self._faults(context, service, sampler)
+        except Exception as err:
+            self.problems.append(f"run: {err}")
+            self.say(f"{self.scenario.name}: {err}")
+        finally:
+            sampler.stop()
+            service.stop()
+            histories.write_rows(self.history, histories.FAULTS, self.timeline.events)
+        return self._check(topology, failovers, sampler.samples, time.monotonic() - started)
+
+    def _faults(self, context: ChaosContext, service: Service, sampler: LagSampler) -> None:
+        workload = self.workload()
+        workload.start()
+        nemeses: list[Nemesis] = []
+        try:
+            workload.wait_for(lambda s: s.acknowledged >= 200, timeout_s=60)
+            time.sleep(self.scenario.warmup_s)
+            workload.flush()
+            steps = self.scenario.steps
+            t0 = time.monotonic()
+            nemeses = [build(s.kind, s.params, self.timeline, context) for s in steps]
+            for event in events(steps, self.seed, self.scenario.jitter_s):
+                delay = t0 + event.at_s - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                service.check()
+                nemesis = nemeses[event.index]
+                if event.action == "start":
+                    self.say(f"{self.scenario.name}: +{event.at_s:.1f}s {steps[event.index].label}")
+                    nemesis.start()
+                else:
+                    nemesis.stop()
+            time.sleep(self.scenario.tail_s)
+        finally:
+            for nemesis in nemeses:  # heal whatever an error left injected
+                try:
+                    nemesis.stop()
+                except Exception as err:
+                    self.problems.append(f"heal {nemesis.kind}: {err}")
+            workload.stop_producers()
+        self._catch_up(service, sampler)
+        acked: dict[str, int] = {}
+        for p in workload.producers:
+            acked[p.spec.cluster] = acked.get(p.spec.cluster, 0) + p.stats.acknowledged
+        try:
+            workload.wait_for(
+                lambda s: all(
+                    c.stats.processed >= acked.get(c.spec.cluster, 0) for c in workload.consumers
+                ),
+                timeout_s=90,
+            )
+        except TimeoutError as err:
+            self.problems.append(f"consumers: {err}")
+        stats = workload.stop()
+        self.stats = {
+            "acknowledged": stats.acknowledged,
+            "aborted": stats.aborted,
+            "processed": stats.processed,
+        }
+        errors = [e for e in stats.errors() if "Broker: Not enough" not in e]
+        if errors:
+            self.say(f"{self.scenario.name}: workload noted {len(errors)} error(s): {errors[:2]}")
+
+    def _catch_up(self, service: Service, sampler: LagSampler) -> None:
+        self.say(f"{self.scenario.name}: healed; waiting for replication to catch up")
+
+        def twice() -> bool:
+            if not sampler.caught_up():
+                return False
+            time.sleep(1.0)
+            return sampler.caught_up()
+
+        wait(twice, 300, "replication to catch up", service)
+
+    # -- the site-loss drill ---------------------------------------------------------------
+
+    def _records(self) -> list[dict[str, Any]]:
+        coordinator = ConsulCoordinator(self.consul)
+        return [
+            record_document(decode_record(e.value))
+            for e in coordinator.list(failovers_prefix(self.tag))
+        ]
+
+    def _drill(
+        self, context: ChaosContext, topology: Path, service: Service, sampler: LagSampler
+    ) -> list[dict[str, Any]]:
+        name = self.scenario.name
+        producer = FollowingProducer(
+            APP,
+            topology,
+            self.topics[0],
+            "app",
+            self.history,
+            self.consul,
+            self.scenario.rate_per_s,
+            SHAPE,
+            self.seed,
+        )
+        consumer = FollowingConsumer(
+            APP, topology, self.topics[0], f"{self.tag}-app", "m0", self.history, self.consul
+        )
+        consumer.start()
+        producer.start()
+        site = LoseSite(self.timeline, context, "east")
+        try:
+            wait(lambda: consumer.last_read_ms.get("east", 0) > 0, 90, "reads on east", service)
+            time.sleep(self.scenario.warmup_s)
+            producer.history.flush()
+            consumer.history.flush()
+            self.fault_ms = now_ms()
+            self.say(f"{name}: site east lost")
+            site.start()
+            wait(
+                lambda: any(
+                    r["kind"] == "unplanned" and r["state"] == "completed" for r in self._records()
+                ),
+                180,
+                "the controller's failover to west",
+                service,
+            )
+            self.to_cluster = "west"
+            self.say(f"{name}: failed over to west; waiting for the consumers there")
+            fault_ms = self.fault_ms
+            wait(lambda: consumer.last_read_ms.get("west", 0) > fault_ms, 90, "reads on west")
+            time.sleep(self.scenario.warmup_s)
+            site.stop()
+            self.say(f"{name}: east is back; drsvc recover, then failback")
+            retrying(service, ("recover", "--app", APP), 180, {"unreachable": "", "timed out": ""})
+            time.sleep(5)
+            retrying(service, ("failback", "--app", APP), 240, {"live members": ""})
+            self.say(f"{name}: failed back to east")
+            time.sleep(self.scenario.tail_s)
+        finally:
+            try:
+                site.stop()
+            except Exception as err:
+                self.problems.append(f"heal lose-site: {err}")
+            producer.stop()
+        try:
+            self._catch_up(service, sampler)
+            last = consumer.processed
+            time.sleep(5)
+            while consumer.processed != last:  # read until nothing more comes
+                last = consumer.processed
+                time.sleep(5)
+        finally:
+            consumer.stop()
+        self.stats = {"acknowledged": producer.acknowledged, "processed": consumer.processed}
+        records = self._records()
+        self._write_failovers(records, f"{self.tag}-app")
+        return records
+
+    def _write_failovers(self, records: list[dict[str, Any]], group: str) -> None:
+        rows, cutoffs, lost = [], [], []
+        for r in sorted(records, key=lambda r: r["events"][0]["at_ms"] if r["events"] else 0):
+            if r["state"] != "completed":
+                continue
+            activate = next(e["at_ms"] for e in r["events"] if e["step"] == "activate")
+            rows.append(
+                histories.FailoverEvent(
+                    r["id"], group, r["from"], r["to"], activate, r["kind"] == "planned"
+                )
+            )
+            cutoffs += [
+                histories.Cutoff(r["id"], r["to"], c["topic"], c["partition"], c["offset"])
+                for c in r["cutoffs"]
+            ]
+            divergence = (r.get("recovery") or {}).get("divergence")
+            ranges = divergence if divergence is not None else r["unreplicated"]
+            lost += [
+                histories.Unreplicated(
+                    r["id"],
+                    r["from"],
+                    u["topic"],
+                    u["partition"],
+                    u["first_offset"],
+                    u["last_offset"],
+                )
+                for u in ranges
+            ]
+            steps = ", ".join(f"{e['step']} {e['outcome']}" for e in r["events"])
+            self.timeline.add(
+                "failover" if r["kind"] == "unplanned" else "failback",
+                f"{r['from']}->{r['to']}",
+                r["events"][0]["at_ms"],
+                r["events"][-1]["at_ms"],
+                f"{r['id']} ({r['kind']}): {steps}; reported not replicated: {r['rpo_records']}",
+            )
+        histories.write_rows(self.history, histories.FAILOVERS, rows)
+        histories.write_rows(self.history, histories.CUTOFFS, cutoffs)
+        histories.write_rows(self.history, histories.UNREPLICATED, lost)
+
+    # -- the check -------------------------------------------------------------------------
+
+    def _check(
+        self,
+        topology: Any,
+        failovers: list[dict[str, Any]],
+        lag: list[dict[str, Any]],
+        run_s: float,
+    ) -> Outcome:
+        self.say(f"{self.scenario.name}: Spark checks both clusters against the histories")
+        started = time.monotonic()
+        verdict: dict[str, Any] = {}
+        partitions: list[dict[str, Any]] = []
+        try:
+            checked = verify(
+                self.world.spark,
+                topology,
+                self.bootstrap,
+                self.history,
+                self.dir,
+                self.scenario.exactly_once,
+            )
+            verdict, partitions = checked.verdict, checked.partitions
+        except Exception as err:
+            self.problems.append(f"verify: {err}")
+        verify_s = time.monotonic() - started
+        faults = histories.read_rows(self.history, histories.FAULTS)
+        consumed = histories.read_rows(self.history, histories.CONSUMED)
+        expected = [s.kind for s in self.scenario.steps]
+        if self.scenario.drill == "site-loss":
+            expected += ["lose-site", "failover", "failback"]
+        reasons = rules.judge(
+            verdict,
+            exactly_once=self.scenario.exactly_once,
+            faults=faults,
+            expected_faults=expected,
+            failovers_expected=2 if self.scenario.drill == "site-loss" else 0,
+            failovers_seen=len([r for r in failovers if r["state"] == "completed"]),
+            problems=self.problems,
+        )
+        rto = rules.rto_seconds(self.fault_ms, self.to_cluster, consumed)
+        report_path = self.dir / "report.html"
+        relative = _relative(report_path)
+        document = rules.scenario_document(
+            self.scenario.name, self.seed, reasons, verdict, rto, relative
+        )
+        details = {
+            "scenario": self.scenario.name,
+            "description": self.scenario.description,
+            "delivery": self.scenario.delivery,
+            "faults_covered": list(self.scenario.faults),
+            "reasons": reasons,
+            "verdict": verdict,
+            "workload": getattr(self, "stats", {}),
+            "timings_s": {"run": round(run_s, 1), "verify": round(verify_s, 1)},
+        }
+        write_report(report_path, document, details, faults, lag, partitions)
+        (self.dir / "result.json").write_text(
+            json.dumps({**document, "details": details}, indent=2, default=str)
+        )
+        return Outcome(document, reasons, run_s + verify_s, details)
+
+
+def _relative(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it (reports name no
+    machine's paths)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def run_scenario(scenario: Scenario, seed: int, world: World) -> Outcome:
+    if scenario.needs_links and world.links is None:
+        raise LookupError(f"scenario {scenario.name} needs an environment with links between sites")
+    return ScenarioRun(scenario, seed, world).run()

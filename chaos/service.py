@@ -1,0 +1,133 @@
+"""The drsvc service a scenario runs against: ``drsvc run`` with every role but the API, as a
+subprocess with its own state directory, and the CLI commands a drill calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from drsvc.errors import LocalEnvError
+
+ROLES = "replicate,heartbeats,checkpoints,controller"
+
+
+class Service:
+    """``drsvc run`` of one scenario's topology; roles log under ``state_dir/run``."""
+
+    def __init__(self, topology: Path, state_dir: Path, consul: str) -> None:
+        self.topology = topology
+        self.state_dir = state_dir
+        self.consul = consul
+        self.run_dir = state_dir / "run"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self._log = (state_dir / "drsvc-run.log").open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "drsvc.cli.main",
+                "run",
+                "-t",
+                str(topology),
+                "--roles",
+                ROLES,
+                "--plain",
+                "--state-dir",
+                str(state_dir),
+                "--summary-every-s",
+                "0",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self.environ(),
+            start_new_session=True,
+        )
+
+    def environ(self) -> dict[str, str]:
+        return {**os.environ, "DRSVC_CONSUL_HTTP_ADDR": self.consul, "PYTHONUNBUFFERED": "1"}
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            raise LocalEnvError(
+                f"drsvc run stopped (exit {self.proc.returncode}); see {self.state_dir}"
+            )
+
+    def roles_running(self) -> bool:
+        try:
+            document = json.loads((self.run_dir / "roles.json").read_text())
+        except (OSError, ValueError):
+            return False
+        roles = document.get("roles", [])
+        return bool(roles) and all(r.get("state") == "running" for r in roles)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._log.close()
+
+    def command(self, *args: str, timeout_s: float = 300) -> tuple[int, dict[str, Any], str]:
+        """``drsvc <args> -t <topology> --json``: exit code, JSON answer, stderr."""
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "drsvc.cli.main",
+                *args,
+                "-t",
+                str(self.topology),
+                "--json",
+                "--state-dir",
+                str(self.state_dir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=self.environ(),
+        )
+        try:
+            answer: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {}
+        except ValueError:
+            answer = {"raw": done.stdout}
+        return done.returncode, answer, done.stderr
+
+
+def wait(predicate: Any, timeout_s: float, what: str, service: Service | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if service is not None:
+            service.check()
+        try:
+            if predicate():
+                return
+        except Exception:  # a cluster answering an error while things move: ask again
+            pass
+        time.sleep(0.5)
+    raise LocalEnvError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def retrying(
+    service: Service, args: tuple[str, ...], timeout_s: float, retry_on: Mapping[str, str]
+) -> dict[str, Any]:
+    """Run a command until it exits 0; retried while its error contains a ``retry_on`` key."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        code, answer, err = service.command(*args)
+        if code == 0:
+            return answer
+        text = f"{err} {json.dumps(answer)}"
+        if time.monotonic() > deadline or not any(k in text for k in retry_on):
+            raise LocalEnvError(f"drsvc {' '.join(args)} failed (exit {code}): {text.strip()}")
+        time.sleep(2)
