@@ -1,0 +1,75 @@
+"""``drsvc migrate start``, before any record is copied: plan, refuse or create the topics, and
+record the migration as copying (in one conditional write, so two starts do not race)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.errors import ConfigError, ConflictError
+from drsvc.runtime.migration.plan_reader import MigrationPlanReport, read_migration_plan
+from drsvc.runtime.migration.store import MigrationStore
+from drsvc.topology.models import Migration, Topology
+from failover.errors import FailoverRefused
+from failover.migration_state import MigrationState, start_refusal, started
+
+
+@dataclass(frozen=True)
+class StartReport:
+    plan: MigrationPlanReport
+    created: tuple[str, ...]
+    state: MigrationState
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "migration": self.plan.migration.name,
+            "created": list(self.created),
+            "matched": [t.topic for t in self.plan.plan.with_action("match")],
+            "state": self.state.as_dict(),
+        }
+
+
+def prepare_start(
+    topology: Topology,
+    migration: Migration,
+    bootstrap: Mapping[str, str],
+    store: MigrationStore,
+    timeout_s: float = 10.0,
+) -> StartReport:
+    """Plan the migration; refuse it (:class:`FailoverRefused`, the reason) when a topic
+    conflicts or it was finished; else create every planned topic on the target and record the
+    migration as copying. Nothing is created when the plan refuses."""
+    report = read_migration_plan(topology, migration, bootstrap, timeout_s)
+    stored = store.read(migration.name)
+    conflicts = [f"{t.topic}: {t.reason}" for t in report.plan.with_action("conflict")]
+    refusal = start_refusal(stored.state, conflicts)
+    if refusal is not None:
+        raise FailoverRefused(f"migration {migration.name}: {refusal}")
+    config = topology.cluster(migration.target).client_config(bootstrap.get(migration.target))
+    admin = admin_client(config["bootstrap.servers"], {**config, "log_level": "2"})
+    created: list[str] = []
+    for topic in report.plan.with_action("create"):
+        try:
+            made = create_topic(
+                admin,
+                topic.topic,
+                topic.partitions,
+                topic.replication_factor,
+                config=topic.configs,
+                timeout_s=timeout_s,
+            )
+        except ConfigError as err:
+            raise ConfigError(
+                f"migration {migration.name}: the target refused topic {topic.topic}: {err}"
+                + (f" (created before it: {', '.join(created)})" if created else "")
+            ) from err
+        if made:
+            created.append(topic.topic)
+    state = started(stored.state, int(time.time() * 1000), created)
+    if not store.coordinator.put(store.key(migration.name), state.to_json(), index=stored.index):
+        raise ConflictError(
+            store.key(migration.name), f"migration {migration.name} changed while starting; retry"
+        )
+    return StartReport(report, tuple(created), state)

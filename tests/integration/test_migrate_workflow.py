@@ -1,0 +1,273 @@
+"""The migration workflow end to end on real brokers and a real Consul: plan, start (topics
+created, an identity flow copying), status, a cutover refused while the copy lags (changing
+nothing), cutovers of two applications while their producers keep writing, finish, and then:
+nothing lost, nothing duplicated, every group resumed on the target where it stopped on the
+source, and the source holding all it held. A plan with a partition-count conflict stops start
+before anything is created."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from migration_support import (
+    AppProducer,
+    StartProcess,
+    committed_offsets,
+    consume_some,
+    drsvc,
+    read_from_committed,
+)
+from replication_support import produce, read_all, topics_of, wait_for
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.devenv.environment import EnvironmentInfo
+from failover.migration_state import migration_key
+from failover.naming import app_active_key, app_failover_key
+
+
+def _topology(path: Path, name: str, bootstraps: dict[str, str], prefix: str,
+              apps: list[dict[str, Any]]) -> Path:  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "clusters": {a: {"bootstrap_servers": b} for a, b in bootstraps.items()},
+                "applications": apps,
+                "migrations": [
+                    {
+                        "name": "to-west",
+                        "source": "east",
+                        "target": "west",
+                        "topics": {"include": [f"{prefix}\\..*"]},
+                        "applications": [a["name"] for a in apps],
+                    }
+                ],
+            },
+            indent=2,
+        )
+    )
+    return path
+
+
+def test_migration_with_running_producers_loses_nothing_and_resumes_exactly(  # noqa: PLR0915
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    marks: dict[str, float] = {}
+
+    def mark(what: str) -> None:
+        marks[what] = round(time.monotonic() - started, 1)
+
+    assert cluster_pair.consul_http_addr is not None
+    consul_addr = cluster_pair.consul_http_addr
+    consul = ConsulClient(consul_addr)
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    bootstraps = {"east": east, "west": west}
+    tag = uuid.uuid4().hex[:6]
+    prefix, ns = f"mw{tag}", f"mw-{tag}"
+    orders, audit, events = f"{prefix}.orders", f"{prefix}.audit", f"{prefix}.events"
+    accounts, metrics = f"{prefix}.accounts", f"{prefix}.metrics"
+    admin = admin_client(east)
+    assert create_topic(admin, orders, 12)
+    assert create_topic(admin, audit, 2)
+    assert create_topic(admin, events, 4, config={"retention.ms": "86400000"})
+    assert create_topic(
+        admin, accounts, 3, config={"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+    )
+    assert create_topic(admin, metrics, 1)
+    all_topics = [orders, audit, events, accounts, metrics]
+    wait_for(lambda: set(all_topics) <= topics_of(east), 10, "east's new topics")
+    # Records from before the migration (with headers and explicit timestamps on events).
+    base_ts = int(time.time() * 1000) - 7_200_000
+    produce(east, events, [(i % 4, f"k{i}".encode(), f"{events}:pre{i:04d}".encode(),
+                            [("trace", f"pre-{i}".encode()), ("null", None)], base_ts + i)
+                           for i in range(200)])  # fmt: skip
+    for topic in (orders, audit, accounts, metrics):
+        produce(east, topic, [(i % 1, f"k{i}".encode(), f"{topic}:pre{i:04d}".encode(), [],
+                               base_ts + i) for i in range(100)])  # fmt: skip
+    apps = [
+        {"name": "orders-app", "groups": ["g-orders", "g-audit"],
+         "topics": [orders, audit, events], "preferred": "east", "lease_s": 2},
+        {"name": "accounts-app", "groups": ["g-accounts"], "topics": [accounts, metrics],
+         "preferred": "east", "lease_s": 2},
+    ]  # fmt: skip
+    groups = {"g-orders": [orders, events], "g-audit": [audit], "g-accounts": [accounts, metrics]}
+    topology = _topology(tmp_path / "mig.yaml", ns, bootstraps, prefix, apps)
+    env = {
+        "DRSVC_CONSUL_HTTP_ADDR": consul_addr,
+        "DRSVC_FAILOVER_LOCK_TTL_S": "2",
+        "DRSVC_FAILOVER_LOCK_DELAY_S": "1",
+    }
+    t = ["-t", str(topology)]
+
+    code, plan, err = drsvc("migrate", "plan", *t, "--json", env=env)
+    assert code == 0, err
+    assert {p["topic"]: p["action"] for p in plan["topics"]} == dict.fromkeys(all_topics, "create")
+
+    # Before start: a cutover is refused, naming why.
+    code, doc, err = drsvc("migrate", "cutover", *t, "--app", "orders-app", "--json",
+                           "--wait-s", "0", env=env)  # fmt: skip
+    assert code == 1 and "was not started" in doc["reason"], (doc, err)
+
+    producers = {
+        "orders-app": AppProducer(consul, ns, "orders-app", bootstraps, [orders, audit, events],
+                                  timed_topics=[events]).start(),
+        "accounts-app": AppProducer(consul, ns, "accounts-app", bootstraps,
+                                    [accounts, metrics]).start(),
+    }  # fmt: skip
+    consumed: dict[str, list[bytes]] = {g: [] for g in groups}
+    for group, topics in groups.items():
+        values, _ = consume_some(east, group, topics, 0.5)
+        consumed[group] += values
+
+    copier = StartProcess(*t, "--progress-every-s", "1", log_file=tmp_path / "start-1.log",
+                          env=env)  # fmt: skip
+    try:
+        wait_for(lambda: set(all_topics) <= topics_of(west), 30, "the migration's topics on west")
+
+        def caught_up() -> bool:
+            # A cutover's check: every partition copied up to the source's end when it began.
+            return all(
+                drsvc("migrate", "cutover", *t, "--app", app, "--dry-run", "--json", env=env)[0]
+                == 0
+                for app in ("orders-app", "accounts-app")
+            )
+
+        wait_for(caught_up, 60, "the copy to catch up", interval_s=1)
+        mark("caught up")
+    finally:
+        assert copier.stop() == 0, copier.tail()
+    code, status, err = drsvc("migrate", "status", *t, "--json", env=env)
+    assert code == 0, err
+    assert {(p["topic"]) for p in status["partitions"]} == set(all_topics)
+    assert len(status["partitions"]) == 12 + 2 + 4 + 3 + 1
+    # Stopped, the copy has committed its progress: nothing is left but what was written since.
+    assert all(p["replicated_offset"] is not None for p in status["partitions"])
+    assert status["group"] == "drsvc-replicator.east-west"
+    assert {a["app"]: a["phase"] for a in status["applications"]} == {
+        "orders-app": "on-source", "accounts-app": "on-source"}  # fmt: skip
+    table_code, _, _ = drsvc("migrate", "status", *t, env=env)
+    assert table_code == 0
+
+    # The copy is stopped and the producers keep writing: a cutover is refused, nothing changes.
+    wait_for(lambda: len(producers["orders-app"].acked) > 0, 10, "orders to be written")
+    time.sleep(1.0)
+    code, doc, err = drsvc("migrate", "cutover", *t, "--app", "orders-app", "--json",
+                           "--wait-s", "1", env=env)  # fmt: skip
+    assert code == 1, (doc, err)
+    assert "the copy lags" in doc["reason"] and "not on the target yet" in doc["reason"], doc
+    assert consul.kv_get(app_active_key(ns, "orders-app")) is None
+    assert consul.kv_get(app_failover_key(ns, "orders-app")) is None  # no failover started
+    assert not committed_offsets(west, "g-orders", [orders, events])
+    mark("refused with lag")
+
+    copier = StartProcess(*t, "--progress-every-s", "1", log_file=tmp_path / "start-2.log",
+                          env=env)  # fmt: skip
+    try:
+        # Consumers read on: more of what is on east, committed there.
+        for group, topics in groups.items():
+            values, _ = consume_some(east, group, topics, 0.7)
+            consumed[group] += values
+        wait_for(caught_up, 60, "the restarted copy to catch up", interval_s=1)
+        code, dry, err = drsvc("migrate", "cutover", *t, "--app", "orders-app", "--dry-run",
+                               "--json", env=env)  # fmt: skip
+        assert code == 0 and dry["dry_run"] is True and dry["state"] == "planned", (dry, err)
+        assert consul.kv_get(app_active_key(ns, "orders-app")) is None
+
+        east_before = {g: committed_offsets(east, g, topics) for g, topics in groups.items()}
+        code, over, err = drsvc("migrate", "cutover", *t, "--app", "orders-app", "--json", env=env)
+        assert code == 0 and over["state"] == "completed", (over, err)
+        assert over["check"]["lag"] == 0
+        mark("orders-app cut over")
+
+        # Finishing now is refused: accounts-app is still on the source.
+        code, doc, err = drsvc("migrate", "finish", *t, "--json", env=env)
+        assert code == 1 and "accounts-app (on-source)" in doc["reason"], (doc, err)
+
+        for group in ("g-accounts",):
+            values, _ = consume_some(east, group, groups[group], 0.5)
+            consumed[group] += values
+        east_before["g-accounts"] = committed_offsets(east, "g-accounts", groups["g-accounts"])
+        code, over2, err = drsvc("migrate", "cutover", *t, "--app", "accounts-app", "--json",
+                                 env=env)  # fmt: skip
+        assert code == 0 and over2["state"] == "completed", (over2, err)
+        mark("accounts-app cut over")
+        wait_for(lambda: "west" in producers["accounts-app"].clusters_seen, 15, "accounts on west")
+        time.sleep(1.0)  # the producers write on west for a while
+
+        code, fin, err = drsvc("migrate", "finish", *t, "--json", env=env)
+        assert code == 0 and fin["state"] == "finished", (fin, err)
+        assert copier.wait(30) == 0, copier.tail()  # the copy stops by itself
+    finally:
+        copier.stop()
+    acked = {app: p.stop() for app, p in producers.items()}
+    for app, producer in producers.items():
+        assert producer.clusters_seen == ["east", None, "west"], (app, producer.clusters_seen)
+
+    # Every group resumed on west at the same place it stopped on east (identity offsets), and
+    # reads from there exactly what it had not read: nothing lost, nothing twice.
+    for group, topics in groups.items():
+        assert committed_offsets(west, group, topics) == east_before[group], group
+        rest = read_from_committed(west, group, topics)
+        written = sorted(
+            [v for app in acked.values() for _c, tp, v in app if tp in topics]
+            + [r.value for tp in topics for r in read_all(east, tp) if b":pre" in (r.value or b"")]
+        )
+        got = sorted(consumed[group] + rest)
+        assert len(got) == len(set(got)), f"{group}: {len(got) - len(set(got))} read twice"
+        assert got == written, (
+            f"{group}: {len(set(written) - set(got))} lost, {len(set(got) - set(written))} extra"
+        )
+
+    # The source holds everything written there; west holds identical copies, then the new.
+    for topic in all_topics:
+        on_east = read_all(east, topic)
+        east_written = [
+            v for app in acked.values() for c, tp, v in app if c == "east" and tp == topic
+        ]
+        assert sorted(r.value for r in on_east if b":pre" not in (r.value or b"")) == sorted(
+            east_written
+        )
+        assert on_east[0].offset == 0 if on_east else True
+        copies = {(r.partition, r.offset): r for r in read_all(west, topic)}
+        for r in on_east:
+            copy = copies[(r.partition, r.offset)]
+            assert (copy.key, copy.value, copy.timestamp) == (r.key, r.value, r.timestamp)
+            assert [h for h in copy.headers if h[0] != "drsvc.provenance"] == r.headers
+    state = json.loads(consul.kv_get(migration_key(ns, "to-west")) or "{}")
+    assert state["state"] == "finished" and sorted(state["created_topics"]) == sorted(all_topics)
+    mark("checked")
+    print(f"migration workflow: {marks}")
+
+
+def test_start_with_a_partition_count_conflict_names_it_and_creates_nothing(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    assert cluster_pair.consul_http_addr is not None
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    tag = uuid.uuid4().hex[:6]
+    prefix, ns = f"mc{tag}", f"mc-{tag}"
+    assert create_topic(admin_client(east), f"{prefix}.a", 3)
+    assert create_topic(admin_client(east), f"{prefix}.b", 2)
+    assert create_topic(admin_client(west), f"{prefix}.a", 5)
+    wait_for(lambda: f"{prefix}.a" in topics_of(west), 10, "west's topic")
+    topology = _topology(tmp_path / "c.yaml", ns, {"east": east, "west": west}, prefix, [])
+    env = {"DRSVC_CONSUL_HTTP_ADDR": cluster_pair.consul_http_addr}
+    code, plan, _ = drsvc("migrate", "plan", "-t", str(topology), "--json", env=env)
+    assert code == 1
+    conflict = next(p for p in plan["topics"] if p["action"] == "conflict")
+    assert (
+        conflict["topic"] == f"{prefix}.a"
+        and "5 partitions, the source has 3" in conflict["reason"]
+    )
+    done = StartProcess("-t", str(topology), log_file=tmp_path / "start.log", env=env)
+    assert done.wait(60) == 1
+    log = done.log_file.read_text()
+    assert f"{prefix}.a" in log and "5 partitions" in log and "refused" in log, log
+    assert f"{prefix}.b" not in topics_of(west)
+    assert ConsulClient(cluster_pair.consul_http_addr).kv_get(migration_key(ns, "to-west")) is None
