@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -165,6 +166,7 @@ def one_run(env: LocalEnvironment, consul: str, clusters: dict[str, str], run: i
         time.sleep(8)  # a leader, and a few seconds of checkpoints
         say(f"run {run}: stopping east")
         gone = time.monotonic()
+        gone_wall_ms = time.time() * 1000
         env.stop_site("east", grace_s=1)
         stopped_s = time.monotonic() - gone
         marks: dict[str, float] = {}
@@ -186,6 +188,7 @@ def one_run(env: LocalEnvironment, consul: str, clusters: dict[str, str], run: i
             "deactivated_s": _since(marks.get("none"), gone),
             "activated_s": _since(marks.get("west"), gone),
             "rto_s": _since(app.first_read_on.get("west"), gone),
+            "steps": step_times(path, consul, gone_wall_ms),
         }
         say(f"run {run}: {result}")
         return result
@@ -193,6 +196,24 @@ def one_run(env: LocalEnvironment, consul: str, clusters: dict[str, str], run: i
         app.close()
         stop(processes)
         env.up(["east", "west"])
+
+
+def step_times(path: Path, consul: str, gone_wall_ms: float) -> list[dict[str, Any]]:
+    """When each step of the automated failover ended, in seconds since east was stopped."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "drsvc.cli.main", "failovers", "-t", str(path), "--consul", consul,
+         "--json"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    try:
+        events = json.loads(listed.stdout)[0]["events"]
+    except (KeyError, IndexError, ValueError) as err:
+        return [{"error": f"no failover record read: {err}"}]
+    return [
+        {"step": e["step"], "outcome": e["outcome"],
+         "at_s": round((e["at_ms"] - gone_wall_ms) / 1000, 2)}
+        for e in events
+    ]  # fmt: skip
 
 
 def _since(mark: float | None, start: float) -> float | None:
@@ -213,22 +234,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threshold-s", type=float, default=4.0)
     parser.add_argument("--output", type=Path, help="also write the JSON here")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the work directory (processes' logs)"
+    )
     args = parser.parse_args()
     started = time.time()
-    with tempfile.TemporaryDirectory(prefix="drsvc-controller-bench-") as tmp:
-        work = Path(tmp)
-        env = LocalEnvironment(
-            Settings.from_env(state_dir=work / "state", consul_layout="per-site")
-        )
-        try:
-            info = env.up(["east", "west"])
-            assert info.consul_http_addr is not None
-            runs = [
-                one_run(env, info.consul_http_addr, dict(info.clusters), i, args.threshold_s, work)
-                for i in range(args.runs)
-            ]
-        finally:
-            env.down()
+    work = Path(tempfile.mkdtemp(prefix="drsvc-controller-bench-"))
+    say(f"work directory: {work}")
+    env = LocalEnvironment(Settings.from_env(state_dir=work / "state", consul_layout="per-site"))
+    try:
+        info = env.up(["east", "west"])
+        assert info.consul_http_addr is not None
+        runs = [
+            one_run(env, info.consul_http_addr, dict(info.clusters), i, args.threshold_s, work)
+            for i in range(args.runs)
+        ]
+    finally:
+        env.down()
+        if not args.keep_logs:
+            shutil.rmtree(work, ignore_errors=True)
     result = {
         "benchmark": "controller",
         "threshold_s": args.threshold_s,

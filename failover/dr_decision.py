@@ -9,9 +9,11 @@ what it says. Rules, each to keep an automated failover from doing harm:
   ``min_vantages`` fresh observations exist and every one of them says unreachable. One vantage
   that still reaches it (a partition between the controller and one site, a slow site) keeps it
   up; too few fresh observations (the controller cut off itself) decide nothing.
-* **For long enough.** It must stay down for ``unreachable_after_s`` without a break: a broker's
-  rolling restart or a GC pause shorter than that never triggers anything (hysteresis: any
-  observation of it up restarts the count).
+* **For long enough.** No vantage point may have reached it for ``unreachable_after_s``: a
+  broker's rolling restart or a GC pause shorter than that never triggers anything (hysteresis:
+  any observation of it up restarts the count). The count runs from the last cycle in which some
+  vantage point reached it, not from the moment every vantage point had noticed: the time the
+  checks take to notice (timeouts, check intervals) is part of the threshold, not added to it.
 * **Only opted-in applications**, whose active cluster is the one down; never a failback (the
   controller never moves an application whose active cluster is up), never to a cluster that is
   not up itself (seen up from every vantage for ``healthy_after_s``), and not again within
@@ -87,8 +89,11 @@ class AppView:
 class ControllerState:
     """What :func:`decide` remembers between cycles."""
 
-    #: cluster -> since when it has been seen down from every vantage point, without a break
+    #: cluster -> since when no vantage point has reached it (while it is seen down from every
+    #: vantage point)
     down_since: Mapping[str, float] = field(default_factory=dict)
+    #: cluster -> when a vantage point last reached it (the time of that observation)
+    last_reached: Mapping[str, float] = field(default_factory=dict)
     #: cluster -> since when it has been seen up from every vantage point, without a break
     up_since: Mapping[str, float] = field(default_factory=dict)
     #: application -> when the controller last started a failover of it
@@ -155,13 +160,21 @@ def decide(
     health: dict[str, tuple[ClusterHealth, str]] = {
         c: cluster_health(c, observations, settings, now_s) for c in sorted(set(clusters))
     }
+    last_reached = dict(state.last_reached)
+    for o in observations:
+        if o.reachable and o.at_s > last_reached.get(o.cluster, float("-inf")):
+            last_reached[o.cluster] = o.at_s
+    # Down since the last time anyone reached it; a cluster never reached under this controller
+    # (it took the lead during the outage) counts from now, which can only make it wait longer.
     down_since = {
-        c: state.down_since.get(c, now_s) for c, (h, _) in health.items() if h is ClusterHealth.DOWN
+        c: state.down_since.get(c, min(now_s, last_reached.get(c, now_s)))
+        for c, (h, _) in health.items()
+        if h is ClusterHealth.DOWN
     }
     up_since = {
         c: state.up_since.get(c, now_s) for c, (h, _) in health.items() if h is ClusterHealth.UP
     }
-    next_state = replace(state, down_since=down_since, up_since=up_since)
+    next_state = replace(state, down_since=down_since, up_since=up_since, last_reached=last_reached)
     decisions = []
     for app in apps:
         decision = _decide_app(app, health, next_state, settings, now_s)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from drsvc.adapters.coordination import Coordinator, Lock
 from drsvc.errors import DrsvcError, LockLostError
 from drsvc.runtime.controller.metrics import ControllerMetrics, controller_metrics
-from drsvc.runtime.controller.observe import Source, observe
+from drsvc.runtime.controller.observe import Observer, Source
 from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
 from drsvc.topology.models import Application, Topology
 from failover import naming
@@ -84,6 +84,9 @@ class DrController:
         self.executor = executor
         self.coordinator = coordinator
         self.sources = list(sources)
+        # A cycle waits for answers at most half an interval: the decision is made on time even
+        # while a dead cluster's probe is still waiting for its timeout.
+        self._observer = Observer(self.sources, wait_s=topology.controller.interval_s / 2)
         self.replica = replica
         self.settings = topology.controller.to_settings()
         self.interval_s = topology.controller.interval_s
@@ -118,6 +121,7 @@ class DrController:
                 # part of it already.
                 stop.wait(max(0.05, self.interval_s - (self._clock() - started)))
         finally:
+            self._observer.close()
             if self._lock is not None:
                 self._lock.release()
             self._leader_gauge.set(0)
@@ -150,12 +154,12 @@ class DrController:
 
     def cycle(self) -> list[Decision]:
         """Observe every cluster, decide for every application, act."""
-        now = self._clock()
         clusters = sorted(self.topology.clusters)
-        observations = observe(clusters, self.sources, now)
+        observations = self._observer.observe(clusters, self._clock())
         views = [self._view(app) for app in self.topology.applications]
+        # Decided at the time the answers are in, not when they were asked for.
         self._state, decisions = decide(
-            self._state, observations, views, clusters, self.settings, now
+            self._state, observations, views, clusters, self.settings, self._clock()
         )
         for decision in decisions:
             self.decisions.note(decision)

@@ -8,19 +8,25 @@
 Each source may say nothing (no observation) when it cannot tell: a service that is not
 registered, or Consul itself unreachable. The decision needs enough fresh vantage points to agree
 (:func:`failover.dr_decision.cluster_health`), so a vantage that went silent never decides.
+
+A cycle does not wait for a slow answer (a dead cluster's probe takes its whole timeout):
+:class:`Observer` keeps each ask running in the background and hands the cycle the newest answer
+of every vantage point, each stamped with the time it was given, so the decision is made on time
+and judges every answer by its own age.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.errors import DrsvcError
 from failover.dr_decision import Observation
 
-__all__ = ["ConsulHealth", "DirectProbe", "observe"]
+__all__ = ["ConsulHealth", "DirectProbe", "Observer"]
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +41,18 @@ class DirectProbe:
         self._reachable = reachable
 
     def __call__(self, cluster: str, now_s: float) -> Observation | None:
+        # Stamped when the answer came: "reached at" must not be earlier than it really was
+        # (the threshold counts from the last time a vantage point reached the cluster).
+        asked = time.monotonic()
         try:
             answered = self._reachable(cluster)
         except DrsvcError as err:
-            return Observation(cluster, self.vantage, False, now_s, str(err))
-        return Observation(cluster, self.vantage, answered, now_s)
+            return Observation(cluster, self.vantage, False, now_s + _since(asked), str(err))
+        return Observation(cluster, self.vantage, answered, now_s + _since(asked))
+
+
+def _since(asked: float) -> float:
+    return time.monotonic() - asked
 
 
 class ConsulHealth:
@@ -64,10 +77,41 @@ class ConsulHealth:
         return Observation(cluster, self.vantage, passing, now_s)
 
 
-def observe(clusters: Iterable[str], sources: Iterable[Source], now_s: float) -> list[Observation]:
-    """Every source's observation of every cluster, asked in parallel (a probe of a dead
-    cluster waits for its timeout; the others do not wait behind it)."""
-    asks = [(cluster, source) for cluster in clusters for source in sources]
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(asks)))) as pool:
-        answers = list(pool.map(lambda ask: ask[1](ask[0], now_s), asks))
-    return [a for a in answers if a is not None]
+class Observer:
+    """Asks every source about every cluster, each ask in the background: a cycle waits at most
+    ``wait_s`` and gets the newest answer of each (cluster, source); an ask still running is
+    not asked again until it ends."""
+
+    def __init__(self, sources: Sequence[Source], wait_s: float, max_workers: int = 8) -> None:
+        self._sources = list(sources)
+        self._wait_s = wait_s
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="observe")
+        self._running: dict[tuple[str, int], Future[Observation | None]] = {}
+        self._newest: dict[tuple[str, int], Observation] = {}
+
+    def observe(self, clusters: Iterable[str], now_s: float) -> list[Observation]:
+        """The newest observation of each cluster by each source (some from earlier cycles:
+        their own ``at_s`` says how old they are)."""
+        for cluster in clusters:
+            for index, source in enumerate(self._sources):
+                key = (cluster, index)
+                if key not in self._running:
+                    self._running[key] = self._pool.submit(source, cluster, now_s)
+        wait(list(self._running.values()), timeout=self._wait_s, return_when=FIRST_EXCEPTION)
+        for key, future in list(self._running.items()):
+            if not future.done():
+                continue
+            del self._running[key]
+            try:
+                answer = future.result()
+            except Exception as err:  # a source's bug must not stop the controller
+                log.error("observing %s: %s", key[0], err)
+                answer = None
+            if answer is None:
+                self._newest.pop(key, None)  # the source cannot tell now
+            else:
+                self._newest[key] = answer
+        return list(self._newest.values())
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -31,6 +31,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -774,10 +775,19 @@ class FailoverExecutor:
         result = self._switch(app, record, plan.to_cluster)
         if result.outcome is not Outcome.OK or not result.ops:
             return result
-        cutoffs = self._cutoffs(app, plan)
-        found: dict[str, object] = {"cutoffs": cutoffs}
-        if plan.kind is FailoverKind.UNPLANNED:
-            found["unreplicated"] = tuple(self._unreplicated(app, plan))
+        if plan.kind is FailoverKind.PLANNED:
+            cutoffs = self._cutoffs(app, plan)
+            found: dict[str, object] = {"cutoffs": cutoffs}
+        else:
+            # The old cluster's short look runs while the new one's ends are read: a gone
+            # cluster's look is the longest part of this step.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                answers = pool.submit(
+                    self._clusters.reachable, plan.from_cluster, timeout_s=_QUICK_PROBE_S
+                )
+                cutoffs = self._cutoffs(app, plan)
+                unreplicated = self._unreplicated(app, plan, answers.result())
+            found = {"cutoffs": cutoffs, "unreplicated": tuple(unreplicated)}
         flow_ops, notes = self._switch_flows(app, plan, cutoffs)
         detail = "; ".join([result.detail, *notes]) if result.detail else "; ".join(notes)
         return replace(result, ops=(*result.ops, *flow_ops), detail=detail, found=found)
@@ -842,15 +852,17 @@ class FailoverExecutor:
             ) from err
         return tuple(Cutoff(t, p, end) for (t, p), end in sorted(ends.items()))
 
-    def _unreplicated(self, app: Application, plan: FailoverPlan) -> list[UnreplicatedRange]:
+    def _unreplicated(
+        self, app: Application, plan: FailoverPlan, source_answers: bool
+    ) -> list[UnreplicatedRange]:
+        """What did not cross; ``source_answers``: whether the old cluster answered a short
+        look (a gone cluster, the usual unplanned case, would hold the switch for the whole
+        probe timeout). A cluster that answers too slowly gets ranges whose end is unknown; the
+        recovery makes them exact once it is back."""
         copies = self.remote_copies(app, plan)
         replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
         source_ends: dict[Partition, int] = {}
-        # A short look: the application is switched while this waits, and a cluster that is
-        # gone (the usual unplanned case) would hold it for the whole probe timeout. A cluster
-        # that answers too slowly gets ranges whose end is unknown; the recovery makes them
-        # exact once it is back.
-        if self._clusters.reachable(plan.from_cluster, timeout_s=_QUICK_PROBE_S):
+        if source_answers:
             source_ends = self._clusters.partition_ends(plan.from_cluster, copies)
         partitions = set(replicated) | set(source_ends)
         return list(

@@ -62,6 +62,24 @@ def test_a_cluster_down_from_every_vantage_for_the_threshold_is_failed_over() ->
     assert "unreachable from consul, controller" in decision.reason
 
 
+def test_the_time_the_vantage_points_take_to_notice_is_part_of_the_threshold() -> None:
+    # East is last reached at t=3; the controller's probe notices at once, Consul's checks only
+    # at t=6. The count runs from t=3, the last time anyone reached it: 10 s later, at t=13.
+    cycles = [(t, seen(t, (True, True))) for t in range(0, 4)]
+    cycles += [(t, seen(t, (False, None))) for t in range(4, 6)]
+    cycles += [(t, seen(t, (False, False))) for t in range(6, 14)]
+    history = run(cycles)
+    assert actions(history) == ["hold"] * 13 + ["failover"]
+    assert "for 10.0s" in history[-1][0].reason
+
+
+def test_a_controller_that_never_reached_the_cluster_counts_from_its_first_look() -> None:
+    # A replica that took the lead during the outage has no memory of east being up: it waits
+    # the whole threshold from its own first observation.
+    history = run([(t, seen(t, (False, False))) for t in range(100, 111)])
+    assert actions(history) == ["hold"] * 10 + ["failover"]
+
+
 def test_flapping_restarts_the_count_so_a_rolling_restart_does_nothing() -> None:
     cycles = [(t, seen(t, (t % 8 == 7, False))) for t in range(0, 40)]
     assert set(actions(run(cycles))) == {"hold"}
