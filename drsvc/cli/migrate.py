@@ -9,6 +9,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -27,12 +28,14 @@ from drsvc.cli.common import (
     load_with_bootstraps,
     resolve_consul,
 )
+from drsvc.devenv.components import load_components
 from drsvc.errors import ConfigError
 from drsvc.runtime.migration.context import MigrationContext, migration_context
 from drsvc.runtime.migration.copier import MigrationCopier
 from drsvc.runtime.migration.cutover import cutover as run_cutover
 from drsvc.runtime.migration.finish import finish_migration
 from drsvc.runtime.migration.plan_reader import MigrationPlanReport, read_migration_plan
+from drsvc.runtime.migration.positions import group_positions
 from drsvc.runtime.migration.start import prepare_start
 from drsvc.runtime.migration.status import (
     MigrationStatus,
@@ -41,6 +44,8 @@ from drsvc.runtime.migration.status import (
     read_migration_status,
 )
 from drsvc.settings import Settings
+from drsvc.verify.migration_job import GroupPosition, compare
+from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, build_session
 from failover.errors import FailoverRefused
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 from failover.migration_plan import ACTIONS
@@ -104,6 +109,7 @@ def build_app() -> typer.Typer:
             raise typer.Exit(EXIT_CONFLICTS)
 
     register_workflow(app)
+    _verify_command(app)
     return app
 
 
@@ -325,6 +331,93 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
                 + ("may finish (dry run: nothing changed)" if dry_run else state.state)
                 + "; nothing was deleted on either cluster"
             )
+
+
+def _verify_command(app: typer.Typer) -> None:
+    @app.command(
+        help="Compare the migration's source and target with Spark: per partition the records"
+        " and their copies (counts, first and last offsets, checksums of key, value, headers"
+        " and timestamp; missing, altered, duplicated copies) and per group its positions."
+        " Exit 0 when it passes, 1 when it does not."
+    )
+    def verify(
+        topology_file: TopologyOption,
+        migration_name: MigrationOption = None,
+        as_json: JsonOption = False,
+        master: Annotated[str, typer.Option(help="Spark master.")] = DEFAULT_MASTER,
+        driver_memory: Annotated[
+            str, typer.Option(help="Spark driver memory (local mode).")
+        ] = DEFAULT_DRIVER_MEMORY,
+        consul: ConsulOption = None,
+        state_dir: StateDirOption = None,
+    ) -> None:
+        ctx = _context(topology_file, migration_name, consul, state_dir)
+        topics = sorted(ctx.reader().copied_topics())
+        if not topics:
+            raise ConfigError(f"migration {ctx.migration.name} selects no topic on the source")
+        positions = [
+            GroupPosition(*row)
+            for row in group_positions(ctx.topology, ctx.migration, ctx.bootstrap, set(topics))
+        ]
+        jars = load_components(Settings.from_env(state_dir=state_dir).cache_dir).spark_kafka.jars
+        started = time.monotonic()
+        spark = build_session(
+            master,
+            jars=jars,
+            driver_memory=driver_memory,
+            app_name="drsvc-migrate-verify",
+            conf={"spark.ui.showConsoleProgress": "false"},
+        )
+        try:
+            found = compare(
+                spark,
+                ctx.bootstrap[ctx.migration.source],
+                ctx.bootstrap[ctx.migration.target],
+                ctx.migration.source,
+                topics,
+                positions,
+            )
+        finally:
+            spark.stop()
+        document = {
+            "migration": ctx.migration.name,
+            **found.as_dict(),
+            "elapsed_s": round(time.monotonic() - started, 1),
+        }
+        if as_json:
+            typer.echo(json.dumps(document, indent=2))
+        else:
+            _render_verdict(document)
+        if not found.passed:
+            raise typer.Exit(EXIT_CONFLICTS)
+
+
+def _render_verdict(document: dict[str, Any]) -> None:
+    console = Console()
+    table = Table(box=None, pad_edge=False)
+    for column in ("TOPIC", "PARTITION", "RECORDS", "FIRST", "LAST", "COPIES", "MISSING",
+                   "ALTERED", "DUPLICATES", "ON TARGET ONLY", "CHECKSUM"):  # fmt: skip
+        table.add_column(column)
+    for p in document["partitions"]:
+        same = p["source_checksum"] == p["copies_checksum"]
+        table.add_row(
+            p["topic"], str(p["partition"]), str(p["source_records"]), str(p["source_first"]),
+            str(p["source_last"]), str(p["copies"]), str(p["missing"]), str(p["altered"]),
+            str(p["duplicates"]), str(p["target_only"]), "same" if same else "DIFFERENT",
+        )  # fmt: skip
+    console.print(table)
+    groups = Table(box=None, pad_edge=False)
+    for column in ("GROUP", "TOPIC", "PARTITION", "SOURCE", "LANDS AT", "TARGET", "STATE"):
+        groups.add_column(column)
+    for g in document["groups"]:
+        groups.add_row(
+            g["group"], g["topic"], str(g["partition"]), str(g["source_position"]),
+            str(g["translated"]), str(g["target_position"]), g["state"],
+        )  # fmt: skip
+    console.print(groups)
+    for problem in document["problems"]:
+        console.print(f"[red]{problem}[/]")
+    console.print(f"verdict: {document['verdict']} ({document['elapsed_s']} s)")
 
 
 def _progress_display() -> Callable[[list[TopicProgress]], None]:

@@ -27,7 +27,7 @@ from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import EnvironmentInfo
 from failover.migration_state import migration_key
-from failover.naming import app_active_key, app_failover_key
+from failover.naming import app_active_key, app_failover_key, flow_control_key
 
 
 def _topology(path: Path, name: str, bootstraps: dict[str, str], prefix: str,
@@ -125,7 +125,7 @@ def test_migration_with_running_producers_loses_nothing_and_resumes_exactly(  # 
         values, _ = consume_some(east, group, topics, 0.5)
         consumed[group] += values
 
-    copier = StartProcess(*t, "--progress-every-s", "1", log_file=tmp_path / "start-1.log",
+    copier = StartProcess(*t, "--progress-every-s", "1", log_file=tmp_path / "start.log",
                           env=env)  # fmt: skip
     try:
         wait_for(lambda: set(all_topics) <= topics_of(west), 30, "the migration's topics on west")
@@ -140,40 +140,43 @@ def test_migration_with_running_producers_loses_nothing_and_resumes_exactly(  # 
 
         wait_for(caught_up, 60, "the copy to catch up", interval_s=1)
         mark("caught up")
-    finally:
-        assert copier.stop() == 0, copier.tail()
-    code, status, err = drsvc("migrate", "status", *t, "--json", env=env)
-    assert code == 0, err
-    assert {(p["topic"]) for p in status["partitions"]} == set(all_topics)
-    assert len(status["partitions"]) == 12 + 2 + 4 + 3 + 1
-    # Stopped, the copy has committed its progress: nothing is left but what was written since.
-    assert all(p["replicated_offset"] is not None for p in status["partitions"])
-    assert status["group"] == "drsvc-replicator.east-west"
-    assert {a["app"]: a["phase"] for a in status["applications"]} == {
-        "orders-app": "on-source", "accounts-app": "on-source"}  # fmt: skip
-    table_code, _, _ = drsvc("migrate", "status", *t, env=env)
-    assert table_code == 0
+        code, status, err = drsvc("migrate", "status", *t, "--json", env=env)
+        assert code == 0, err
+        assert {(p["topic"]) for p in status["partitions"]} == set(all_topics)
+        assert len(status["partitions"]) == 12 + 2 + 4 + 3 + 1
+        assert all(p["replicated_offset"] is not None for p in status["partitions"])
+        assert status["group"] == "drsvc-replicator.east-west"
+        assert {a["app"]: a["phase"] for a in status["applications"]} == {
+            "orders-app": "on-source", "accounts-app": "on-source"}  # fmt: skip
+        table_code, _, _ = drsvc("migrate", "status", *t, env=env)
+        assert table_code == 0
 
-    # The copy is stopped and the producers keep writing: a cutover is refused, nothing changes.
-    wait_for(lambda: len(producers["orders-app"].acked) > 0, 10, "orders to be written")
-    time.sleep(1.0)
-    code, doc, err = drsvc("migrate", "cutover", *t, "--app", "orders-app", "--json",
-                           "--wait-s", "1", env=env)  # fmt: skip
-    assert code == 1, (doc, err)
-    assert "the copy lags" in doc["reason"] and "not on the target yet" in doc["reason"], doc
-    assert consul.kv_get(app_active_key(ns, "orders-app")) is None
-    assert consul.kv_get(app_failover_key(ns, "orders-app")) is None  # no failover started
-    assert not committed_offsets(west, "g-orders", [orders, events])
-    mark("refused with lag")
+        # The copy is paused and the producers keep writing: a cutover is refused and changes
+        # nothing. (Dry runs until the workers follow the pause, so nothing can start early.)
+        control = flow_control_key(ns, "east", "west")
+        consul.kv_put(control, json.dumps({"paused": True}))
 
-    copier = StartProcess(*t, "--progress-every-s", "1", log_file=tmp_path / "start-2.log",
-                          env=env)  # fmt: skip
-    try:
+        def refused() -> bool:
+            return drsvc("migrate", "cutover", *t, "--app", "orders-app", "--dry-run",
+                         "--wait-s", "1", "--json", env=env)[0] == 1  # fmt: skip
+
+        wait_for(refused, 30, "the paused copy to lag", interval_s=1)
+        code, doc, err = drsvc("migrate", "cutover", *t, "--app", "orders-app", "--json",
+                               "--wait-s", "1", env=env)  # fmt: skip
+        assert code == 1, (doc, err)
+        assert "the copy lags" in doc["reason"] and "not on the target yet" in doc["reason"], doc
+        assert consul.kv_get(app_active_key(ns, "orders-app")) is None
+        assert consul.kv_get(app_failover_key(ns, "orders-app")) is None  # no failover started
+        assert not committed_offsets(west, "g-orders", [orders, events])
+        mark("refused with lag")
+        consul.kv_put(control, json.dumps({"paused": False}))
+
         # Consumers read on: more of what is on east, committed there.
         for group, topics in groups.items():
             values, _ = consume_some(east, group, topics, 0.7)
             consumed[group] += values
-        wait_for(caught_up, 60, "the restarted copy to catch up", interval_s=1)
+        wait_for(caught_up, 60, "the resumed copy to catch up", interval_s=1)
+        mark("caught up again")
         code, dry, err = drsvc("migrate", "cutover", *t, "--app", "orders-app", "--dry-run",
                                "--json", env=env)  # fmt: skip
         assert code == 0 and dry["dry_run"] is True and dry["state"] == "planned", (dry, err)
@@ -209,6 +212,9 @@ def test_migration_with_running_producers_loses_nothing_and_resumes_exactly(  # 
     for app, producer in producers.items():
         assert producer.clusters_seen == ["east", None, "west"], (app, producer.clusters_seen)
 
+    on_east = {tp: read_all(east, tp) for tp in all_topics}
+    on_west = {tp: read_all(west, tp) for tp in all_topics}
+
     # Every group resumed on west at the same place it stopped on east (identity offsets), and
     # reads from there exactly what it had not read: nothing lost, nothing twice.
     for group, topics in groups.items():
@@ -216,7 +222,7 @@ def test_migration_with_running_producers_loses_nothing_and_resumes_exactly(  # 
         rest = read_from_committed(west, group, topics)
         written = sorted(
             [v for app in acked.values() for _c, tp, v in app if tp in topics]
-            + [r.value for tp in topics for r in read_all(east, tp) if b":pre" in (r.value or b"")]
+            + [r.value for tp in topics for r in on_east[tp] if b":pre" in (r.value or b"")]
         )
         got = sorted(consumed[group] + rest)
         assert len(got) == len(set(got)), f"{group}: {len(got) - len(set(got))} read twice"
@@ -226,22 +232,36 @@ def test_migration_with_running_producers_loses_nothing_and_resumes_exactly(  # 
 
     # The source holds everything written there; west holds identical copies, then the new.
     for topic in all_topics:
-        on_east = read_all(east, topic)
         east_written = [
             v for app in acked.values() for c, tp, v in app if c == "east" and tp == topic
         ]
-        assert sorted(r.value for r in on_east if b":pre" not in (r.value or b"")) == sorted(
+        source = on_east[topic]
+        assert sorted(r.value for r in source if b":pre" not in (r.value or b"")) == sorted(
             east_written
         )
-        assert on_east[0].offset == 0 if on_east else True
-        copies = {(r.partition, r.offset): r for r in read_all(west, topic)}
-        for r in on_east:
+        assert sum(1 for r in source if b":pre" in (r.value or b"")) == (
+            200 if topic == events else 100
+        )
+        copies = {(r.partition, r.offset): r for r in on_west[topic]}
+        for r in source:
             copy = copies[(r.partition, r.offset)]
             assert (copy.key, copy.value, copy.timestamp) == (r.key, r.value, r.timestamp)
             assert [h for h in copy.headers if h[0] != "drsvc.provenance"] == r.headers
     state = json.loads(consul.kv_get(migration_key(ns, "to-west")) or "{}")
     assert state["state"] == "finished" and sorted(state["created_topics"]) == sorted(all_topics)
     mark("checked")
+    code, verified, err = drsvc("migrate", "verify", *t, "--json", env=env)
+    assert code == 0 and verified["passed"] is True, (verified, err)
+    totals = verified["totals"]
+    on_east_total = sum(len(records) for records in on_east.values())
+    assert totals["source_records"] == totals["copies"] == on_east_total
+    assert totals["missing"] == totals["altered"] == totals["duplicates"] == 0
+    assert totals["target_only"] == sum(
+        1 for app in acked.values() for c, _t, _v in app if c == "west"
+    )
+    assert {g["state"] for g in verified["groups"]} == {"ok"}
+    assert {(g["group"]) for g in verified["groups"]} == set(groups)
+    mark("verified")
     print(f"migration workflow: {marks}")
 
 

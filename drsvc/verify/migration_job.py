@@ -1,0 +1,213 @@
+"""The Spark job of ``drsvc migrate verify``: a migration's source and target compared per
+partition and per group (:mod:`failover.migration_verify` judges what it measures).
+
+Both clusters are read once with Spark's Kafka source, up to their ends when the query runs.
+Each record gets a fingerprint: xxhash64 of its key, value, headers (without drsvc's provenance
+headers) and timestamp. A copy on the target is matched to its source record by its newest
+provenance header naming the source cluster (topic, partition, offset); records on the target
+without one were written there after a cutover. Per partition a full outer join of records and
+copies counts missing, altered, duplicated and orphaned copies, and sums the fingerprints (as
+decimals, so the sums cannot overflow) into a checksum of each side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.window import Window
+
+from drsvc.verify.kafka_source import read_topics
+from failover.migration_verify import (
+    GroupComparison,
+    MigrationVerdict,
+    PartitionComparison,
+    verdict,
+)
+from failover.provenance import PROVENANCE_HEADER
+
+
+@dataclass(frozen=True)
+class GroupPosition:
+    """A group's committed position on both clusters (None: nothing committed there)."""
+
+    group: str
+    topic: str
+    partition: int
+    source_position: int | None
+    target_position: int | None
+
+
+def _fingerprint() -> Column:
+    headers = F.filter(
+        F.coalesce(F.col("headers"), F.array()), lambda h: h["key"] != F.lit(PROVENANCE_HEADER)
+    )
+    return F.xxhash64(
+        F.col("key"), F.col("value"), headers, F.unix_millis(F.col("timestamp"))
+    ).cast("decimal(38,0)")
+
+
+def _unsigned(value: Column) -> Column:
+    return F.conv(F.hex(value), 16, 10).cast("long")
+
+
+def _hop_alias(value: Column) -> Column:
+    length = F.conv(F.hex(F.substring(value, 2, 1)), 16, 10).cast("int")
+    return F.substring(value, F.lit(3), length).cast("string")
+
+
+def _copies(target: DataFrame, source_alias: str) -> DataFrame:
+    """Target records with their source offset (None: no provenance from the source)."""
+    hops = F.filter(
+        F.coalesce(F.col("headers"), F.array()),
+        lambda h: (
+            (h["key"] == F.lit(PROVENANCE_HEADER)) & (_hop_alias(h["value"]) == F.lit(source_alias))
+        ),
+    )
+    last = F.element_at(hops, -1)["value"]
+    src_offset = F.when(F.size(hops) > 0, _unsigned(F.expr("substring(_v, -8, 8)")))
+    return target.withColumn("_v", last).select(
+        F.col("topic"),
+        F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("long").alias("target_offset"),
+        src_offset.alias("src_offset"),
+        _fingerprint().alias("tfp"),
+    )
+
+
+def compare(
+    spark: SparkSession,
+    source_bootstrap: str,
+    target_bootstrap: str,
+    source_alias: str,
+    topics: Sequence[str],
+    groups: Iterable[GroupPosition] = (),
+) -> MigrationVerdict:
+    source = read_topics(spark, source_bootstrap, topics).select(
+        F.col("topic"),
+        F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("long").alias("src_offset"),
+        _fingerprint().alias("sfp"),
+    )
+    copies = _copies(read_topics(spark, target_bootstrap, topics), source_alias).cache()
+    copied = copies.where(F.col("src_offset").isNotNull())
+    joined = source.join(copied, ["topic", "partition", "src_offset"], "full_outer")
+    per_partition = _per_partition(joined)
+    target_only = (
+        copies.where(F.col("src_offset").isNull())
+        .groupBy("topic", "partition")
+        .agg(F.count(F.lit(1)).alias("target_only"))
+    )
+    rows = per_partition.join(target_only, ["topic", "partition"], "full_outer").collect()
+    partitions = [
+        PartitionComparison(
+            topic=r["topic"],
+            partition=int(r["partition"]),
+            source_records=int(r["source_records"] or 0),
+            source_first=r["source_first"],
+            source_last=r["source_last"],
+            source_checksum=None if r["source_checksum"] is None else str(r["source_checksum"]),
+            copies=int(r["copies"] or 0),
+            copied_first=r["copied_first"],
+            copied_last=r["copied_last"],
+            copies_checksum=None if r["copies_checksum"] is None else str(r["copies_checksum"]),
+            missing=int(r["missing"] or 0),
+            altered=int(r["altered"] or 0),
+            duplicates=int(r["copies"] or 0) - int(r["copied_offsets"] or 0),
+            orphans=int(r["orphans"] or 0),
+            target_only=int(r["target_only"] or 0),
+        )
+        for r in rows
+    ]
+    group_rows = _translate_groups(spark, copied, list(groups))
+    copies.unpersist()
+    return verdict(partitions, group_rows)
+
+
+def _per_partition(joined: DataFrame) -> DataFrame:
+    has_s, has_t = F.col("sfp").isNotNull(), F.col("tfp").isNotNull()
+    # One row per source record for the source's side (a duplicated copy repeats it).
+    first_of_record = F.row_number().over(
+        Window.partitionBy("topic", "partition", "src_offset").orderBy(
+            F.col("target_offset").asc_nulls_last()
+        )
+    )
+    marked = joined.withColumn("_first", first_of_record == 1)
+    src = has_s & F.col("_first")
+    return marked.groupBy("topic", "partition").agg(
+        F.count(F.when(src, 1)).alias("source_records"),
+        F.min(F.when(src, F.col("src_offset"))).alias("source_first"),
+        F.max(F.when(src, F.col("src_offset"))).alias("source_last"),
+        F.sum(F.when(src, F.col("sfp"))).alias("source_checksum"),
+        F.count(F.when(has_t, 1)).alias("copies"),
+        F.count_distinct(F.when(has_t, F.col("src_offset"))).alias("copied_offsets"),
+        F.min(F.when(has_t, F.col("src_offset"))).alias("copied_first"),
+        F.max(F.when(has_t, F.col("src_offset"))).alias("copied_last"),
+        F.sum(F.when(has_t, F.col("tfp"))).alias("copies_checksum"),
+        F.count(F.when(src & ~has_t, 1)).alias("missing"),
+        F.count(F.when(has_s & has_t & (F.col("sfp") != F.col("tfp")), 1)).alias("altered"),
+        F.count(F.when(~has_s, 1)).alias("orphans"),
+    )
+
+
+_GROUP_SCHEMA = T.StructType(
+    [
+        T.StructField("group", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("source_position", T.LongType()),
+        T.StructField("target_position", T.LongType()),
+    ]
+)
+
+
+def _translate_groups(
+    spark: SparkSession, copied: DataFrame, groups: list[GroupPosition]
+) -> list[GroupComparison]:
+    """Where each group's source position lands on the target: the copy of the record at (or
+    first after) it, else just past the last copy."""
+    if not groups:
+        return []
+    frame = spark.createDataFrame(
+        [(g.group, g.topic, g.partition, g.source_position, g.target_position) for g in groups],
+        _GROUP_SCHEMA,
+    )
+    at_or_after = (
+        frame.alias("g")
+        .join(
+            copied.alias("c"),
+            (F.col("g.topic") == F.col("c.topic"))
+            & (F.col("g.partition") == F.col("c.partition"))
+            & (F.col("c.src_offset") >= F.col("g.source_position")),
+            "left",
+        )
+        .groupBy("g.group", "g.topic", "g.partition")
+        .agg(F.min("c.target_offset").alias("landing"))
+    )
+    ends = copied.groupBy("topic", "partition").agg(
+        (F.max("target_offset") + 1).alias("copies_end")
+    )
+    rows = (
+        frame.join(at_or_after, ["group", "topic", "partition"], "left")
+        .join(ends, ["topic", "partition"], "left")
+        .collect()
+    )
+    found = []
+    for r in rows:
+        translated = None
+        if r["source_position"] is not None:
+            translated = r["landing"] if r["landing"] is not None else r["copies_end"]
+        found.append(
+            GroupComparison(
+                group=r["group"],
+                topic=r["topic"],
+                partition=int(r["partition"]),
+                source_position=r["source_position"],
+                translated=translated,
+                target_position=r["target_position"],
+            )
+        )
+    return found
