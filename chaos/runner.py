@@ -312,7 +312,6 @@ class ScenarioRun:
     def _drill(
         self, context: ChaosContext, topology: Path, service: Service, sampler: LagSampler
     ) -> list[dict[str, Any]]:
-        name = self.scenario.name
         producer = FollowingProducer(
             APP,
             topology,
@@ -331,52 +330,65 @@ class ScenarioRun:
         producer.start()
         site = LoseSite(self.timeline, context, "east")
         try:
-            wait(lambda: consumer.last_read_ms.get("east", 0) > 0, 90, "reads on east", service)
-            time.sleep(self.scenario.warmup_s)
-            producer.history.flush()
-            consumer.history.flush()
-            self.fault_ms = now_ms()
-            self.say(f"{name}: site east lost")
-            site.start()
-            wait(
-                lambda: any(
-                    r["kind"] == "unplanned" and r["state"] == "completed" for r in self._records()
-                ),
-                180,
-                "the controller's failover to west",
-                service,
-            )
-            self.to_cluster = "west"
-            self.say(f"{name}: failed over to west; waiting for the consumers there")
-            fault_ms = self.fault_ms
-            wait(lambda: consumer.last_read_ms.get("west", 0) > fault_ms, 90, "reads on west")
-            time.sleep(self.scenario.warmup_s)
-            site.stop()
-            self.say(f"{name}: east is back; drsvc recover, then failback")
-            retrying(service, ("recover", "--app", APP), 180, {"unreachable": "", "timed out": ""})
-            time.sleep(5)
-            retrying(service, ("failback", "--app", APP), 240, {"live members": ""})
-            self.say(f"{name}: failed back to east")
-            time.sleep(self.scenario.tail_s)
+            self._drill_steps(site, producer, consumer, service)
         finally:
             try:
                 site.stop()
             except Exception as err:
                 self.problems.append(f"heal lose-site: {err}")
             producer.stop()
-        try:
-            self._catch_up(service, sampler)
-            last = consumer.processed
-            time.sleep(5)
-            while consumer.processed != last:  # read until nothing more comes
+            try:
+                self._catch_up(service, sampler)
                 last = consumer.processed
                 time.sleep(5)
-        finally:
-            consumer.stop()
-        self.stats = {"acknowledged": producer.acknowledged, "processed": consumer.processed}
-        records = self._records()
-        self._write_failovers(records, f"{self.tag}-app")
+                while consumer.processed != last:  # read until nothing more comes
+                    last = consumer.processed
+                    time.sleep(5)
+            finally:
+                consumer.stop()
+                self.stats = {
+                    "acknowledged": producer.acknowledged,
+                    "processed": consumer.processed,
+                }
+                records = self._records()
+                self._write_failovers(records, f"{self.tag}-app")
         return records
+
+    def _drill_steps(
+        self,
+        site: LoseSite,
+        producer: FollowingProducer,
+        consumer: FollowingConsumer,
+        service: Service,
+    ) -> None:
+        name = self.scenario.name
+        wait(lambda: consumer.last_read_ms.get("east", 0) > 0, 90, "reads on east", service)
+        time.sleep(self.scenario.warmup_s)
+        producer.history.flush()
+        consumer.history.flush()
+        self.fault_ms = now_ms()
+        self.say(f"{name}: site east lost")
+        site.start()
+        wait(
+            lambda: any(
+                r["kind"] == "unplanned" and r["state"] == "completed" for r in self._records()
+            ),
+            180,
+            "the controller's failover to west",
+            service,
+        )
+        self.to_cluster = "west"
+        self.say(f"{name}: failed over to west; waiting for the consumers there")
+        fault_ms = self.fault_ms
+        wait(lambda: consumer.last_read_ms.get("west", 0) > fault_ms, 90, "reads on west")
+        time.sleep(self.scenario.warmup_s)
+        site.stop()
+        self.say(f"{name}: east is back; drsvc recover, then failback")
+        retrying(service, ("recover", "--app", APP), 180, {"unreachable": "", "timed out": ""})
+        time.sleep(5)
+        retrying(service, ("failback", "--app", APP), 240, {"live members": ""})
+        self.say(f"{name}: failed back to east")
+        time.sleep(self.scenario.tail_s)
 
     def _write_failovers(self, records: list[dict[str, Any]], group: str) -> None:
         rows, cutoffs, lost = [], [], []

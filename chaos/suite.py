@@ -38,7 +38,7 @@ def run_many(
     skipped: list[dict[str, str]] = []
     try:
         progress("starting the local environment (east, west, Consul per site and a witness)")
-        world.up()
+        world.up(fresh=not keep_environment)
         for scenario in scenarios:
             if scenario.needs_links and world.links is None:
                 skipped.append({"scenario": scenario.name, "reason": "needs links between sites"})

@@ -6,13 +6,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from chaos.nemesis.context import SiteLinks
 from drsvc.devenv.components import load_components
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.errors import LocalEnvError
 from drsvc.settings import Settings
 from drsvc.verify.spark import build_session
 
@@ -21,16 +21,12 @@ Progress = Callable[[str], None]
 
 
 def links_of(env: LocalEnvironment) -> SiteLinks | None:
-    """The environment's links between sites, when this drsvc has them and the environment was
-    brought up with them; None otherwise (partition and latency scenarios are then skipped)."""
-    links = getattr(env, "links", None)
-    if links is None:
-        return None
+    """The environment's links between sites; None when it was brought up without them
+    (partition and latency scenarios are then skipped, and say why)."""
     try:
-        found: Any = links()
-    except Exception:  # brought up without links
+        return env.links()
+    except LocalEnvError:
         return None
-    return found if found is not None else None
 
 
 @dataclass
@@ -42,18 +38,35 @@ class World:
     out_dir: Path
     master: str = "local[2]"
     progress: Progress = print
+    #: bring a new environment up with links between its sites (an existing one keeps what it
+    #: was created with)
+    with_links: bool = True
     env: LocalEnvironment = field(init=False)
     info: EnvironmentInfo = field(init=False)
     links: SiteLinks | None = field(init=False, default=None)
     _spark: SparkSession | None = field(init=False, default=None)
     spark_start_s: float = field(init=False, default=0.0)
 
-    def up(self) -> None:
+    def up(self, fresh: bool = False) -> None:
+        """Start the environment (``fresh``: a new one, new ports, whatever the state directory
+        held before), or keep the one running in ``state_dir``."""
         self.env = LocalEnvironment(
             Settings.from_env(state_dir=self.state_dir, consul_layout="per-site")
         )
-        self.info = self.env.up(list(PAIR), progress=self.progress, consul_layout="per-site")
+        if fresh:
+            self.env.down(purge=True)
+        new = not self.env.store.load().sites
+        self.info = self.env.up(
+            list(PAIR),
+            progress=self.progress,
+            consul_layout="per-site",
+            links=True if new and self.with_links else None,
+        )
         self.links = links_of(self.env)
+
+    def service_bootstrap(self, site: str) -> dict[str, str]:
+        """The clusters as the processes of ``site`` reach them (through the links, if any)."""
+        return self.env.clusters_from(site)
 
     def consul(self, site: str) -> str:
         address = self.info.consul_sites.get(site) or self.info.consul_http_addr

@@ -123,8 +123,9 @@ class FollowingProducer:
         planned = self._factory.record(seq)
         while not self._stop.is_set():
             due = started + seq / self.rate
-            if time.monotonic() < due:
-                self._producer.poll(min(0.05, due - time.monotonic()))
+            early = due - time.monotonic()
+            if early > 0:  # (a negative timeout would make poll wait for ever)
+                self._producer.poll(min(0.05, early))
                 continue
             landed: list[str] = []
             try:
