@@ -167,6 +167,15 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
                 " process copies).",
             ),
         ] = False,
+        take_over_mm2: Annotated[
+            bool,
+            typer.Option(
+                "--take-over-mm2",
+                help="Continue where a stopped MirrorMaker 2 (identity names) left its copy,"
+                " from its committed progress and offset syncs, copying nothing again; refused,"
+                " saying why, when that cannot be placed exactly (docs/migration.md).",
+            ),
+        ] = False,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
@@ -174,7 +183,9 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
         configure_logging(verbose)
         ctx = _context(topology_file, migration_name, consul, state_dir)
         try:
-            report = prepare_start(ctx.base, ctx.migration, ctx.bootstrap, ctx.store)
+            report = prepare_start(
+                ctx.base, ctx.migration, ctx.bootstrap, ctx.store, take_over_mm2=take_over_mm2
+            )
         except FailoverRefused as err:
             _refused(str(err), False)
         log.info(
@@ -183,6 +194,9 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
             ", ".join(report.created) or "nothing",
             ", ".join(t.topic for t in report.plan.plan.with_action("match")) or "nothing",
         )
+        if report.takeover is not None:
+            for reason in report.takeover.as_dict()["decisions"]:
+                log.info("taking over from MirrorMaker 2: %s", reason)
         if prepare_only:
             typer.echo(json.dumps(report.as_dict(), indent=2))
             return

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.adapters.kafka_admin import admin_client, create_topic, list_topic_names
 from drsvc.errors import ConfigError, ConflictError
+from drsvc.runtime.migration.mm2_takeover import (
+    TakeoverPlan,
+    commit_takeover,
+    mm2_clusters,
+    plan_takeover,
+)
 from drsvc.runtime.migration.plan_reader import MigrationPlanReport, read_migration_plan
 from drsvc.runtime.migration.store import MigrationStore
 from drsvc.topology.models import Migration, Topology
@@ -21,6 +27,7 @@ class StartReport:
     plan: MigrationPlanReport
     created: tuple[str, ...]
     state: MigrationState
+    takeover: TakeoverPlan | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -28,6 +35,7 @@ class StartReport:
             "created": list(self.created),
             "matched": [t.topic for t in self.plan.plan.with_action("match")],
             "state": self.state.as_dict(),
+            "takeover": None if self.takeover is None else self.takeover.as_dict(),
         }
 
 
@@ -37,18 +45,42 @@ def prepare_start(
     bootstrap: Mapping[str, str],
     store: MigrationStore,
     timeout_s: float = 10.0,
+    *,
+    take_over_mm2: bool = False,
 ) -> StartReport:
     """Plan the migration; refuse it (:class:`FailoverRefused`, the reason) when a topic
     conflicts or it was finished; else create every planned topic on the target and record the
-    migration as copying. Nothing is created when the plan refuses."""
+    migration as copying. Nothing is created when the plan refuses.
+
+    ``take_over_mm2``: continue a copy MirrorMaker 2 made (:mod:`.mm2_takeover`): where its
+    progress says the copy ends, committed as the flow's progress before anything copies; refused
+    (nothing created or committed) when a partition's copy cannot be placed."""
     report = read_migration_plan(topology, migration, bootstrap, timeout_s)
     stored = store.read(migration.name)
     conflicts = [f"{t.topic}: {t.reason}" for t in report.plan.with_action("conflict")]
     refusal = start_refusal(stored.state, conflicts)
+    if refusal is None and not [t for t in report.plan.topics if t.action in ("create", "match")]:
+        refusal = "it selects no topic of the source (topics: include/exclude)"
     if refusal is not None:
         raise FailoverRefused(f"migration {migration.name}: {refusal}")
     config = topology.cluster(migration.target).client_config(bootstrap.get(migration.target))
     admin = admin_client(config["bootstrap.servers"], {**config, "log_level": "2"})
+    takeover: TakeoverPlan | None = None
+    clusters = None
+    if take_over_mm2:
+        if stored.state is not None:
+            raise FailoverRefused(
+                f"migration {migration.name} was started already: its own copy has progress,"
+                " there is nothing of MirrorMaker's to take over"
+            )
+        source_config = topology.cluster(migration.source).client_config(
+            bootstrap.get(migration.source)
+        )
+        clusters = mm2_clusters(migration.source, migration.target, source_config, config)
+        copied = {
+            t.topic: t.partitions for t in report.plan.topics if t.action in ("create", "match")
+        }
+        takeover = plan_takeover(clusters, copied, list_topic_names(admin, timeout_s))
     created: list[str] = []
     for topic in report.plan.with_action("create"):
         try:
@@ -67,9 +99,16 @@ def prepare_start(
             ) from err
         if made:
             created.append(topic.topic)
+    if takeover is not None and clusters is not None:
+        commit_takeover(clusters, takeover)
     state = started(stored.state, int(time.time() * 1000), created)
+    if takeover is not None:
+        starts: dict[str, dict[int, int]] = {}
+        for (name, partition), offset in takeover.starts.items():
+            starts.setdefault(name, {})[partition] = offset
+        state = replace(state, takeover=starts)
     if not store.coordinator.put(store.key(migration.name), state.to_json(), index=stored.index):
         raise ConflictError(
             store.key(migration.name), f"migration {migration.name} changed while starting; retry"
         )
-    return StartReport(report, tuple(created), state)
+    return StartReport(report, tuple(created), state, takeover)
