@@ -71,8 +71,15 @@ def register(app: typer.Typer) -> None:
         probes = KafkaFailoverClusters(topology, bootstraps, probe_timeout_s=PROBE_TIMEOUT_S)
         controller = DrController(
             topology,
+            # It fails over only what every vantage point, its own probe included, found
+            # gone: no second look at the lost cluster holds the switch up.
             build_executor(
-                topology_file, address, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S, PROBE_TIMEOUT_S
+                topology_file,
+                address,
+                state_dir,
+                DEFAULT_CATCH_UP_TIMEOUT_S,
+                PROBE_TIMEOUT_S,
+                look_at_lost_cluster=False,
             ),
             ConsulCoordinator(address),
             [DirectProbe(name, probes.reachable), ConsulHealth(ConsulClient(address))],

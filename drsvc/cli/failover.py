@@ -210,6 +210,8 @@ def build_executor(
     state_dir: Path | None,
     catch_up_timeout_s: float,
     probe_timeout_s: float = 5.0,
+    *,
+    look_at_lost_cluster: bool = True,
 ) -> FailoverExecutor:
     """The failover executor the commands (and the controller) run failovers with;
     ``probe_timeout_s`` bounds each "does the active cluster answer?" probe."""
@@ -225,6 +227,7 @@ def build_executor(
         catch_up_timeout_s=catch_up_timeout_s,
         probe_timeout_s=probe_timeout_s,
         on_event=lambda message: print(message, file=sys.stderr, flush=True),
+        look_at_lost_cluster=look_at_lost_cluster,
     )
 
 

@@ -23,8 +23,10 @@ def connect_executor(
     catch_up_timeout_s: float,
     probe_timeout_s: float = 5.0,
     on_event: Callable[[str], None] | None = None,
+    look_at_lost_cluster: bool = True,
 ) -> FailoverExecutor:
-    """``probe_timeout_s`` bounds each "does the active cluster answer?" probe."""
+    """``probe_timeout_s`` bounds each "does the active cluster answer?" probe;
+    ``look_at_lost_cluster``: see :class:`FailoverExecutor`."""
     return FailoverExecutor(
         topology,
         ConsulCoordinator(consul_address),
@@ -32,4 +34,5 @@ def connect_executor(
         lock_timing=LockTiming(settings.failover_lock_ttl_s, settings.failover_lock_delay_s),
         catch_up_timeout_s=catch_up_timeout_s,
         on_event=on_event,
+        look_at_lost_cluster=look_at_lost_cluster,
     )

@@ -147,7 +147,14 @@ def new_failover_id(now_ms: int) -> str:
 
 
 class FailoverExecutor:
-    """Plans, runs and resumes failovers of the topology's applications."""
+    """Plans, runs and resumes failovers of the topology's applications.
+
+    ``look_at_lost_cluster``: an unplanned activate takes a short look at the old cluster to
+    report where its partitions end (the records that did not cross). The controller turns it
+    off: it starts a failover only once every vantage point, its own probe included, found the
+    cluster gone, and a look at a gone cluster only holds the switch for its timeout. The report
+    then gives those ends as unknown; ``drsvc recover`` makes them exact once it is back.
+    """
 
     def __init__(
         self,
@@ -159,8 +166,10 @@ class FailoverExecutor:
         lock_timing: LockTiming | None = None,
         catch_up_timeout_s: float = DEFAULT_CATCH_UP_TIMEOUT_S,
         on_event: Callable[[str], None] | None = None,
+        look_at_lost_cluster: bool = True,
     ) -> None:
         self._topology = topology
+        self._look_at_lost_cluster = look_at_lost_cluster
         self._store = coordinator
         self._clusters = clusters
         self._clock: Clock = clock or SystemClock()
@@ -778,6 +787,10 @@ class FailoverExecutor:
         if plan.kind is FailoverKind.PLANNED:
             cutoffs = self._cutoffs(app, plan)
             found: dict[str, object] = {"cutoffs": cutoffs}
+        elif not self._look_at_lost_cluster:
+            cutoffs = self._cutoffs(app, plan)
+            unreplicated = self._unreplicated(app, plan, source_answers=False)
+            found = {"cutoffs": cutoffs, "unreplicated": tuple(unreplicated)}
         else:
             # The old cluster's short look runs while the new one's ends are read: a gone
             # cluster's look is the longest part of this step.

@@ -481,3 +481,29 @@ def test_replay_copies_the_divergence_once_even_when_interrupted(
     offsets = [o for _f, _i, _id, _t, _p, o in clusters.replayed]
     assert offsets == list(range(50, 58))
     assert TOPIC not in _control(store).paused_topics
+
+
+@pytest.mark.parametrize(("look", "ends"), [(True, (69, 79)), (False, (None, None))])
+def test_the_controller_s_executor_does_not_look_at_the_lost_cluster_again(
+    store: MemoryCoordinator,
+    clusters: FakeFailoverClusters,
+    clock: Clock,
+    look: bool,
+    ends: tuple[int | None, int | None],
+) -> None:
+    # Forced while east still answers: the CLI's executor looks and reports exact ends; the
+    # controller's (which acts only once every vantage point lost east) reports them unknown.
+    clusters.ends["east"] = {(TOPIC, 0): 70, (TOPIC, 1): 80}
+    clusters.replicated_map[("east", "west")] = {(TOPIC, 0): 50, (TOPIC, 1): 60}
+    executor = FailoverExecutor(
+        _topology("refuse"),
+        store,
+        clusters,
+        clock=clock,
+        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
+        look_at_lost_cluster=look,
+    )
+    record = executor.start(FailoverRequest("app", "west", force=True))
+    assert record.state is FailoverState.COMPLETED
+    got = {u.partition: u.last_offset for u in record.unreplicated}
+    assert got == {0: ends[0], 1: ends[1]}
