@@ -61,6 +61,113 @@ class MoveBody(BaseModel):
     )
 
 
+class MigrationStartBody(BaseModel):
+    """Start (or resume) a migration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    take_over_mm2: bool = Field(
+        default=False,
+        description="Continue where a stopped MirrorMaker 2 (identity names) left its copy.",
+    )
+    copy_here: bool = Field(
+        default=True,
+        description="Copy on a thread of this API process (false: only create the topics and"
+        " record the start; drsvc migrate start copies elsewhere).",
+    )
+
+
+class CutoverBody(BaseModel):
+    """Cut one application of a migration over to its target."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    app: str = Field(max_length=249, pattern=_NAME, description="The application.")
+    dry_run: bool = Field(default=False, description="Check and answer with the plan only.")
+    wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=60,
+        description="How long the check waits for the copy to reach the source's end.",
+    )
+
+
+class FinishBody(BaseModel):
+    """Finish a migration: stop its copy for good (nothing is deleted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = Field(default=False, description="Check only; change nothing.")
+
+
+def _add_migrations(app: FastAPI, service: ApiService, read: list[Any], write: list[Any]) -> None:
+    """``/v1/migrations/...``: the same operations as ``drsvc migrate`` (docs/migration.md)."""
+    Name = Annotated[str, Path(pattern=_NAME, description="A migration of the topology.")]
+
+    @app.get("/v1/migrations", tags=["migrations"], dependencies=read, responses=_ERRORS)
+    def migrations() -> list[dict[str, Any]]:
+        """Every migration of the topology and its state."""
+        return service.migrations.list()
+
+    @app.get("/v1/migrations/{name}", tags=["migrations"], dependencies=read, responses=_ERRORS)
+    def migration(name: Name) -> dict[str, Any]:
+        """State, the copy per partition (the flow's group: current offset, log end, lag) and
+        each application's phase."""
+        return service.migrations.status(name)
+
+    @app.get(
+        "/v1/migrations/{name}/plan", tags=["migrations"], dependencies=read, responses=_ERRORS
+    )
+    def plan(name: Name) -> dict[str, Any]:
+        """What the target gets per source topic: create, match, conflict (with the reason) or
+        skip. Changes nothing."""
+        return service.migrations.plan(name)
+
+    @app.post(
+        "/v1/migrations/{name}/start",
+        tags=["migrations"],
+        dependencies=write,
+        status_code=202,
+        responses=_ERRORS,
+    )
+    def start(name: Name, body: MigrationStartBody | None = None) -> dict[str, Any]:
+        """Create the planned topics (409 naming the conflicts, creating nothing, when the plan
+        has one), record the start and copy on a thread of this process."""
+        given = body or MigrationStartBody()
+        return service.migrations.start(name, given.take_over_mm2, given.copy_here)
+
+    @app.post(
+        "/v1/migrations/{name}/cutover",
+        tags=["migrations"],
+        dependencies=write,
+        status_code=202,
+        responses=_ERRORS,
+    )
+    def cutover(name: Name, body: CutoverBody) -> JSONResponse:
+        """Cut ``app`` over as a planned failover: 409 with every reason while anything lags
+        (nothing changes); 202 with the failover record (follow the Location); 200 with the
+        plan for a dry run."""
+        status, doc = service.migrations.cutover(name, body.app, body.dry_run, body.wait_s)
+        headers = {} if status == 200 else {"Location": f"/v1/failovers/{doc['id']}"}
+        return JSONResponse(doc, status_code=status, headers=headers)
+
+    @app.post(
+        "/v1/migrations/{name}/finish", tags=["migrations"], dependencies=write, responses=_ERRORS
+    )
+    def finish(name: Name, body: FinishBody | None = None) -> dict[str, Any]:
+        """Stop the copy for good once every application is on the target (409 otherwise).
+        Nothing is deleted on either cluster."""
+        return service.migrations.finish(name, (body or FinishBody()).dry_run)
+
+    @app.post(
+        "/v1/migrations/{name}/verify", tags=["migrations"], dependencies=write, responses=_ERRORS
+    )
+    def verify(name: Name) -> dict[str, Any]:
+        """Run the Spark comparison of source and target (per partition and per group) and
+        answer with the verdict; takes as long as Spark does (tens of seconds)."""
+        return service.migrations.verify(name)
+
+
 @cache
 def _requests_total() -> Counter:
     return Counter(
@@ -127,6 +234,7 @@ def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
     AppName = Annotated[str, Path(pattern=_NAME, description="An application of the topology.")]
 
     _add_dashboard(app)
+    _add_migrations(app, service, read, [Depends(writer)])
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -19,6 +19,7 @@ from typing import Any
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.coordination import Coordinator
 from drsvc.api.events import Event, EventLog
+from drsvc.api.migrations import MigrationService
 from drsvc.api.problems import ApiProblem
 from drsvc.errors import ConfigError, DrsvcError
 from drsvc.runtime.checkpoints.service import read_flow_checkpoints
@@ -84,6 +85,12 @@ class ApiService:
         self._answer_within_s = answer_within_s
         self.events = EventLog()
         self._running: list[threading.Thread] = []
+        self.migrations = MigrationService(
+            topology,
+            bootstraps,
+            consul.http_addr,
+            self._start,
+        )
 
     # -- health -------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from fastapi.testclient import TestClient
 from migration_support import (
     AppProducer,
     StartProcess,
@@ -24,10 +25,19 @@ from migration_support import (
 from replication_support import produce, read_all, topics_of, wait_for
 
 from drsvc.adapters.consul_client import ConsulClient
+from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.api.app import create_app
+from drsvc.api.auth import ApiAuth
+from drsvc.api.service import ApiService
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.runtime.failover.connect import connect_executor
+from drsvc.settings import Settings
+from drsvc.topology.loader import load_topology
 from failover.migration_state import migration_key
 from failover.naming import app_active_key, app_failover_key, flow_control_key
+
+TOKEN = "migration-test-token-0123"
 
 
 def _topology(path: Path, name: str, bootstraps: dict[str, str], prefix: str,
@@ -291,3 +301,28 @@ def test_start_with_a_partition_count_conflict_names_it_and_creates_nothing(
     assert f"{prefix}.a" in log and "5 partitions" in log and "refused" in log, log
     assert f"{prefix}.b" not in topics_of(west)
     assert ConsulClient(cluster_pair.consul_http_addr).kv_get(migration_key(ns, "to-west")) is None
+
+    # The same through the API: the plan names the conflict, a start is refused (409) and
+    # creates nothing; an unknown migration is 404.
+    address = cluster_pair.consul_http_addr
+    loaded = load_topology(topology)
+    bootstraps = {"east": east, "west": west}
+    service = ApiService(
+        loaded,
+        bootstraps,
+        lambda: connect_executor(loaded, bootstraps, address, Settings.from_env(),
+                                 catch_up_timeout_s=30),
+        ConsulCoordinator(address),
+        ConsulClient(address),
+    )  # fmt: skip
+    web = TestClient(create_app(service, ApiAuth(TOKEN)), raise_server_exceptions=False)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    planned = web.get("/v1/migrations/to-west/plan").json()
+    assert planned["conflicts"] == 1
+    refused = web.post("/v1/migrations/to-west/start", headers=auth)
+    assert refused.status_code == 409, refused.text
+    assert "5 partitions" in refused.json()["error"]["message"]
+    assert web.get("/v1/migrations/north").status_code == 404
+    listed = web.get("/v1/migrations").json()
+    assert listed[0]["state"] == "not-started"
+    assert f"{prefix}.b" not in topics_of(west)
