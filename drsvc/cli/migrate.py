@@ -380,6 +380,7 @@ def _verify_command(app: typer.Typer) -> None:
             jars=jars,
             driver_memory=driver_memory,
             app_name="drsvc-migrate-verify",
+            shuffle_partitions=2,
             conf={"spark.ui.showConsoleProgress": "false"},
         )
         try:

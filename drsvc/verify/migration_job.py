@@ -5,9 +5,10 @@ Both clusters are read once with Spark's Kafka source, up to their ends when the
 Each record gets a fingerprint: xxhash64 of its key, value, headers (without drsvc's provenance
 headers) and timestamp. A copy on the target is matched to its source record by its newest
 provenance header naming the source cluster (topic, partition, offset); records on the target
-without one were written there after a cutover. Per partition a full outer join of records and
-copies counts missing, altered, duplicated and orphaned copies, and sums the fingerprints (as
-decimals, so the sums cannot overflow) into a checksum of each side.
+without one were written there after a cutover. Per partition each side is aggregated on its own
+(count, first and last offset, the fingerprints summed as decimals, so the sums cannot overflow:
+a checksum of each side), and a full outer join of records and copies counts missing, altered
+and orphaned copies; copies beyond one per source offset are duplicates.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.window import Window
 
 from drsvc.verify.kafka_source import read_topics
 from failover.migration_verify import (
@@ -86,16 +86,20 @@ def compare(
     topics: Sequence[str],
     groups: Iterable[GroupPosition] = (),
 ) -> MigrationVerdict:
-    source = read_topics(spark, source_bootstrap, topics).select(
-        F.col("topic"),
-        F.col("partition").cast("int").alias("partition"),
-        F.col("offset").cast("long").alias("src_offset"),
-        _fingerprint().alias("sfp"),
+    source = (
+        read_topics(spark, source_bootstrap, topics)
+        .select(
+            F.col("topic"),
+            F.col("partition").cast("int").alias("partition"),
+            F.col("offset").cast("long").alias("src_offset"),
+            _fingerprint().alias("sfp"),
+        )
+        .cache()
     )
     copies = _copies(read_topics(spark, target_bootstrap, topics), source_alias).cache()
     copied = copies.where(F.col("src_offset").isNotNull())
     joined = source.join(copied, ["topic", "partition", "src_offset"], "full_outer")
-    per_partition = _per_partition(joined)
+    per_partition = _per_partition(source, copied, joined)
     target_only = (
         copies.where(F.col("src_offset").isNull())
         .groupBy("topic", "partition")
@@ -124,33 +128,33 @@ def compare(
     ]
     group_rows = _translate_groups(spark, copied, list(groups))
     copies.unpersist()
+    source.unpersist()
     return verdict(partitions, group_rows)
 
 
-def _per_partition(joined: DataFrame) -> DataFrame:
-    has_s, has_t = F.col("sfp").isNotNull(), F.col("tfp").isNotNull()
-    # One row per source record for the source's side (a duplicated copy repeats it).
-    first_of_record = F.row_number().over(
-        Window.partitionBy("topic", "partition", "src_offset").orderBy(
-            F.col("target_offset").asc_nulls_last()
-        )
+def _per_partition(source: DataFrame, copied: DataFrame, joined: DataFrame) -> DataFrame:
+    """Each side aggregated on its own (no per-record ordering needed), and the join's counts."""
+    keys = ["topic", "partition"]
+    sources = source.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("source_records"),
+        F.min("src_offset").alias("source_first"),
+        F.max("src_offset").alias("source_last"),
+        F.sum("sfp").alias("source_checksum"),
     )
-    marked = joined.withColumn("_first", first_of_record == 1)
-    src = has_s & F.col("_first")
-    return marked.groupBy("topic", "partition").agg(
-        F.count(F.when(src, 1)).alias("source_records"),
-        F.min(F.when(src, F.col("src_offset"))).alias("source_first"),
-        F.max(F.when(src, F.col("src_offset"))).alias("source_last"),
-        F.sum(F.when(src, F.col("sfp"))).alias("source_checksum"),
-        F.count(F.when(has_t, 1)).alias("copies"),
-        F.count_distinct(F.when(has_t, F.col("src_offset"))).alias("copied_offsets"),
-        F.min(F.when(has_t, F.col("src_offset"))).alias("copied_first"),
-        F.max(F.when(has_t, F.col("src_offset"))).alias("copied_last"),
-        F.sum(F.when(has_t, F.col("tfp"))).alias("copies_checksum"),
-        F.count(F.when(src & ~has_t, 1)).alias("missing"),
+    copies = copied.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("copies"),
+        F.count_distinct("src_offset").alias("copied_offsets"),
+        F.min("src_offset").alias("copied_first"),
+        F.max("src_offset").alias("copied_last"),
+        F.sum("tfp").alias("copies_checksum"),
+    )
+    has_s, has_t = F.col("sfp").isNotNull(), F.col("tfp").isNotNull()
+    matched = joined.groupBy(*keys).agg(
+        F.count(F.when(has_s & ~has_t, 1)).alias("missing"),
         F.count(F.when(has_s & has_t & (F.col("sfp") != F.col("tfp")), 1)).alias("altered"),
         F.count(F.when(~has_s, 1)).alias("orphans"),
     )
+    return sources.join(copies, keys, "full_outer").join(matched, keys, "full_outer")
 
 
 _GROUP_SCHEMA = T.StructType(
