@@ -97,6 +97,9 @@ def compare(
         .cache()
     )
     copies = _copies(read_topics(spark, target_bootstrap, topics), source_alias).cache()
+    # Each cluster is read once: the queries below share these two cached frames.
+    source.count()
+    copies.count()
     copied = copies.where(F.col("src_offset").isNotNull())
     joined = source.join(copied, ["topic", "partition", "src_offset"], "full_outer")
     per_partition = _per_partition(source, copied, joined)

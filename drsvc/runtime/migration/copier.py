@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from drsvc.errors import DrsvcError
+from drsvc.errors import ConfigError, DrsvcError
 from drsvc.runtime.migration.flow import migration_flow
 from drsvc.runtime.migration.reading import MigrationReader
 from drsvc.runtime.migration.store import MigrationStore
@@ -41,12 +41,12 @@ class MigrationCopier:
         on_progress: ProgressCallback | None = None,
         **worker_overrides: object,
     ) -> None:
-        flow = next(
-            f
-            for f in topology.flows
-            if f.source == migration.source and f.target == migration.target
-        )
-        assert flow == migration_flow(migration), "topology must be migration_topology()"
+        flow = topology.flow(migration.source, migration.target)
+        if flow != migration_flow(migration):
+            raise ConfigError(
+                f"migration {migration.name}: the flow {flow.id} is not the migration's own"
+                " (pass the topology from migration_topology())"
+            )
         self._migration = migration
         self._store = store
         self._reader = MigrationReader(topology, flow, bootstrap)
