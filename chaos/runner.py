@@ -167,7 +167,10 @@ class ScenarioRun:
             for topic in self.topics:
                 create_topic(admin, topic, partitions=PARTITIONS)
         path = self.dir / "topology.yaml"
-        path.write_text(yaml.safe_dump(_topology_document(self.tag, self.scenario, self.bootstrap)))
+        # drsvc runs at site west: it reaches east through the link between them (when the
+        # environment has links), so a partition cuts its workers off from east.
+        service_view = self.world.service_bootstrap("west")
+        path.write_text(yaml.safe_dump(_topology_document(self.tag, self.scenario, service_view)))
         ConsulClient(self.consul).kv_put(
             app_active_key(self.tag, APP),
             ActiveDocument("east", lease_ms=int(LEASE_S * 1000)).encode(),
