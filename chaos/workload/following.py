@@ -27,6 +27,7 @@ from drsvc.verify.histories import (
 )
 from drsvc.verify.identity import parse
 
+from .producer import stored_timestamp
 from .shapes import PlannedRecord, RecordFactory, Shape
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,9 @@ class FollowingProducer:
             self.errors.append(f"{left} records unacknowledged at close")
         self.history.flush()
 
-    def _delivered(self, seq: int, planned: PlannedRecord, cluster: list[str]) -> Any:
+    def _delivered(
+        self, seq: int, planned: PlannedRecord, cluster: list[str], timestamp_ms: int
+    ) -> Any:
         def done(err: Any, msg: Any) -> None:
             if err is not None:
                 self.failed += 1
@@ -107,7 +110,7 @@ class FollowingProducer:
                     hashlib.sha256(value).hexdigest(),
                     len(value),
                     planned.headers,
-                    msg.timestamp()[1],
+                    stored_timestamp(msg, timestamp_ms),
                     False,
                     False,
                     _now_ms(),
@@ -128,13 +131,14 @@ class FollowingProducer:
                 self._producer.poll(min(0.05, early))
                 continue
             landed: list[str] = []
+            timestamp_ms = _now_ms()
             try:
                 self._producer.produce(
                     self.topic,
                     planned.value,
                     planned.key,
-                    on_delivery=self._delivered(seq, planned, landed),
-                    timestamp=_now_ms(),
+                    on_delivery=self._delivered(seq, planned, landed, timestamp_ms),
+                    timestamp=timestamp_ms,
                     headers=cast(list[tuple[str, str | bytes | None]], planned.headers),
                 )
             except (NoActiveClusterError, BufferError):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, Producer
 
 from chaos.workload.shapes import PlannedRecord, RecordFactory, Shape
 from drsvc.verify.histories import PRODUCED, HistoryTable, ProducedRecord
@@ -64,21 +64,32 @@ class _Transaction:
     """The delivery reports of one open transaction."""
 
     def __init__(self) -> None:
-        self.delivered: list[tuple[int, PlannedRecord, Any]] = []
+        self.delivered: list[tuple[int, PlannedRecord, Any, int]] = []
         self.failures: list[str] = []
 
-    def callback(self, seq: int, planned: PlannedRecord) -> Callable[[Any, Any], None]:
+    def callback(
+        self, seq: int, planned: PlannedRecord, timestamp_ms: int
+    ) -> Callable[[Any, Any], None]:
         def on_delivery(err: Any, msg: Any) -> None:
             if err is not None:
                 self.failures.append(str(err))
             else:
-                self.delivered.append((seq, planned, msg))
+                self.delivered.append((seq, planned, msg, timestamp_ms))
 
         return on_delivery
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def stored_timestamp(msg: Any, requested_ms: int) -> int:
+    """The timestamp the broker stored for a delivered record: the one the producer set
+    (CreateTime), unless the topic stamps records itself (LogAppendTime). A delivery report's
+    own CreateTime is not used: after a retried batch librdkafka was seen to report the batch's
+    last timestamp for every record of it, while the broker kept each record's own."""
+    kind, reported = msg.timestamp()
+    return int(reported) if kind == TIMESTAMP_LOG_APPEND_TIME else requested_ms
 
 
 class SequenceProducer:
@@ -160,7 +171,9 @@ class SequenceProducer:
             if remaining:
                 self.stats.errors.append(f"{remaining} records unacknowledged at stop")
 
-    def _row(self, seq: int, planned: PlannedRecord, msg: Any, aborted: bool) -> ProducedRecord:
+    def _row(
+        self, seq: int, planned: PlannedRecord, msg: Any, aborted: bool, timestamp_ms: int
+    ) -> ProducedRecord:
         value = planned.value
         return ProducedRecord(
             self.spec.producer_id,
@@ -173,14 +186,18 @@ class SequenceProducer:
             hashlib.sha256(value).hexdigest(),
             len(value),
             planned.headers,
-            msg.timestamp()[1],
+            stored_timestamp(msg, timestamp_ms),
             self.spec.transactional,
             aborted,
             _now_ms(),
         )
 
     def _produce(
-        self, producer: Producer, planned: PlannedRecord, callback: Callable[..., None]
+        self,
+        producer: Producer,
+        planned: PlannedRecord,
+        callback: Callable[..., None],
+        timestamp_ms: int,
     ) -> None:
         while True:
             try:
@@ -189,7 +206,7 @@ class SequenceProducer:
                     planned.value,
                     planned.key,
                     headers=cast(list[tuple[str, str | bytes | None]], planned.headers),
-                    timestamp=_now_ms(),
+                    timestamp=timestamp_ms,
                     on_delivery=callback,
                 )
                 return
@@ -208,19 +225,24 @@ class SequenceProducer:
         while not self._done():
             seq = self.stats.attempted
             planned = self._factory.record(seq)
+            timestamp_ms = _now_ms()
 
             def delivered(
-                err: Any, msg: Any, seq: int = seq, planned: PlannedRecord = planned
+                err: Any,
+                msg: Any,
+                seq: int = seq,
+                planned: PlannedRecord = planned,
+                timestamp_ms: int = timestamp_ms,
             ) -> None:
                 if err is not None:
                     self.stats.failed += 1
                     if len(self.stats.errors) < 20:
                         self.stats.errors.append(str(err))
                     return
-                self.history.append(self._row(seq, planned, msg, aborted=False))
+                self.history.append(self._row(seq, planned, msg, False, timestamp_ms))
                 self.stats.acknowledged += 1
 
-            self._produce(producer, planned, delivered)
+            self._produce(producer, planned, delivered, timestamp_ms)
             self.stats.attempted += 1
             producer.poll(0)
             self._pace(started)
@@ -237,7 +259,10 @@ class SequenceProducer:
                     break
                 seq = self.stats.attempted
                 planned = self._factory.record(seq)
-                self._produce(producer, planned, txn.callback(seq, planned))
+                timestamp_ms = _now_ms()
+                self._produce(
+                    producer, planned, txn.callback(seq, planned, timestamp_ms), timestamp_ms
+                )
                 self.stats.attempted += 1
                 producer.poll(0)
                 self._pace(started)
@@ -248,7 +273,7 @@ class SequenceProducer:
                 self.stats.unknown += len(txn.delivered)
                 self.stats.errors.extend(txn.failures[:5])
                 return
-            rows = [self._row(seq, p, msg, aborted=outcome) for seq, p, msg in txn.delivered]
+            rows = [self._row(seq, p, msg, outcome, ts) for seq, p, msg, ts in txn.delivered]
             self.history.extend(rows)
             if outcome:
                 self.stats.aborted += len(rows)
