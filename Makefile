@@ -5,6 +5,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Per-test timeout: a hung broker or agent fails its test instead of the whole run.
 PYTEST_TIMEOUT ?= 300
+# Test processes: integration tests mostly wait (timeouts, leases, brokers starting), so two
+# share the two cores well. A whole file runs in one process (its module fixtures stay shared);
+# each process starts its own local environment. PYTEST_WORKERS=0 runs everything in one.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 .PHONY: setup demo test lint unit integration down clean
 
@@ -17,7 +22,7 @@ demo: setup
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 test: setup
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest --timeout=$(PYTEST_TIMEOUT) --durations=25 tests; status=$$?; \
+	$(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) --durations=25 tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
 
@@ -31,7 +36,7 @@ unit:
 	$(PY) -m pytest --timeout=60 tests/unit
 
 integration:
-	$(PY) -m pytest --timeout=$(PYTEST_TIMEOUT) tests/integration
+	$(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) tests/integration
 
 # the demo's environment lives in .drsvc/demo, the development one in .drsvc
 down:

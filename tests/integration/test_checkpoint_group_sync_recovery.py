@@ -260,6 +260,10 @@ def test_a_recreated_remote_topic_gets_the_new_lower_positions_and_nothing_is_sk
         future.result(timeout=30)
     wait_for(lambda: remote not in topics_of(west), 30, f"{remote} to be deleted")
     create(west, remote, PARTITIONS)
+    # A busy broker may answer the describe before the new topic is in its metadata.
+    wait_for(
+        lambda: remote in describe_topics(admin_client(west), [remote]), 30, f"{remote} created"
+    )
     new_id = describe_topics(admin_client(west), [remote])[remote].topic_id
     assert new_id != old_id
 

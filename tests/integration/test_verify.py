@@ -84,8 +84,9 @@ def test_verify_passes_a_killed_worker_run_and_catches_a_damaged_target(
     workload.start()
     first = WorkerProcess(topology, "east->west", tmp_path / "first.log")
     try:
-        # mid-stream: producers are still writing, the worker has copied some of it
-        wait_for(lambda: _copied(west) >= 4000, 90, "the first copies", 0.05)
+        # mid-stream: producers are still writing, the worker has copied some of it (a low
+        # bar: on a busy machine the worker starts late, and the producers must still run)
+        wait_for(lambda: _copied(west) >= 1000, 90, "the first copies", 0.05)
     finally:
         first.kill()
     assert any(p.running for p in workload.producers), "the kill came after the workload ended"
