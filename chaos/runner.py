@@ -155,6 +155,8 @@ class ScenarioRun:
         self.topics = (f"{self.tag}-orders", f"{self.tag}-payments")
         self.fault_ms: int | None = None
         self.to_cluster: str | None = None
+        #: the drill's failover records (API documents), read at its end whatever happened
+        self.failover_records: list[dict[str, Any]] = []
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -220,14 +222,13 @@ class ScenarioRun:
             extra={"topics": {"0": self.topics[0], "1": self.topics[1]}},
         )
         sampler = LagSampler(topology, self.bootstrap)
-        failovers: list[dict[str, Any]] = []
         try:
             wait(service.roles_running, 120, "every role of drsvc run", service)
             wait(sampler.readable, 120, "the flows' status", service)
             self.say(f"{self.scenario.name}: drsvc run up; workload and faults start")
             sampler.start()
             if self.scenario.drill == "site-loss":
-                failovers = self._drill(context, topology_path, service, sampler)
+                self._drill(context, topology_path, service, sampler)
             else:
                 self._faults(context, service, sampler)
         except Exception as err:
@@ -237,7 +238,9 @@ class ScenarioRun:
             sampler.stop()
             service.stop()
             histories.write_rows(self.history, histories.FAULTS, self.timeline.events)
-        return self._check(topology, failovers, sampler.samples, time.monotonic() - started)
+        return self._check(
+            topology, self.failover_records, sampler.samples, time.monotonic() - started
+        )
 
     def _faults(self, context: ChaosContext, service: Service, sampler: LagSampler) -> None:
         workload = self.workload()
@@ -314,7 +317,7 @@ class ScenarioRun:
 
     def _drill(
         self, context: ChaosContext, topology: Path, service: Service, sampler: LagSampler
-    ) -> list[dict[str, Any]]:
+    ) -> None:
         producer = FollowingProducer(
             APP,
             topology,
@@ -353,9 +356,8 @@ class ScenarioRun:
                     "acknowledged": producer.acknowledged,
                     "processed": consumer.processed,
                 }
-                records = self._records()
-                self._write_failovers(records, f"{self.tag}-app")
-        return records
+                self.failover_records = self._records()
+                self._write_failovers(self.failover_records, f"{self.tag}-app")
 
     def _drill_steps(
         self,
