@@ -20,9 +20,13 @@ Planned (the active cluster is reachable; zero loss, zero re-read)::
                     (live members there are a failure, not a skip)
     activate        active: none -> new
 
-Unplanned (the active cluster is gone, or ``force``): the same without ``wait-caught-up``;
-``set-offsets`` uses the latest checkpoints and the application's ``on_unknown_translation``,
-and the record reports the recovery point.
+Unplanned (the active cluster is gone, or ``force``): the same without ``wait-caught-up``, and
+``set-offsets`` comes before ``wait-lease``: it uses the latest checkpoints (which a cluster gone
+from every vantage point no longer moves) and the application's ``on_unknown_translation``, so it
+runs while the lease runs out instead of after it. The record reports the recovery point. (A
+forced failover of a cluster that still answers its clients may leave them committing on it
+until their lease lapses: positions set before that are earlier, so the new cluster re-reads
+those records; it never skips any.)
 
 A failure of ``deactivate`` changes nothing (the failover ends rolled back); a failure of any
 later step before ``activate`` rolls back: ``reactivate`` writes the old cluster again (none ->
@@ -282,16 +286,19 @@ def plan_failover(
             f"an outage of {request.to} leaves by itself once its session times out)"
         )
     planned = situation.active_reachable and not request.force
-    steps = [
-        Step(StepName.DEACTIVATE, OnFailure.END),
-        Step(StepName.WAIT_LEASE, OnFailure.ROLL_BACK),
-    ]
+    steps = [Step(StepName.DEACTIVATE, OnFailure.END)]
     if planned:
-        steps.append(Step(StepName.WAIT_CAUGHT_UP, OnFailure.ROLL_BACK, catch_up_timeout_s))
-    steps += [
-        Step(StepName.SET_OFFSETS, OnFailure.ROLL_BACK),
-        Step(StepName.ACTIVATE, OnFailure.RETRY),
-    ]
+        steps += [
+            Step(StepName.WAIT_LEASE, OnFailure.ROLL_BACK),
+            Step(StepName.WAIT_CAUGHT_UP, OnFailure.ROLL_BACK, catch_up_timeout_s),
+            Step(StepName.SET_OFFSETS, OnFailure.ROLL_BACK),
+        ]
+    else:
+        steps += [
+            Step(StepName.SET_OFFSETS, OnFailure.ROLL_BACK),
+            Step(StepName.WAIT_LEASE, OnFailure.ROLL_BACK),
+        ]
+    steps.append(Step(StepName.ACTIVATE, OnFailure.RETRY))
     return FailoverPlan(
         failover_id=failover_id,
         app=request.app,

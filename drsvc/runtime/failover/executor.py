@@ -31,7 +31,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -787,19 +787,20 @@ class FailoverExecutor:
         if plan.kind is FailoverKind.PLANNED:
             cutoffs = self._cutoffs(app, plan)
             found: dict[str, object] = {"cutoffs": cutoffs}
-        elif not self._look_at_lost_cluster:
-            cutoffs = self._cutoffs(app, plan)
-            unreplicated = self._unreplicated(app, plan, source_answers=False)
-            found = {"cutoffs": cutoffs, "unreplicated": tuple(unreplicated)}
         else:
-            # The old cluster's short look runs while the new one's ends are read: a gone
-            # cluster's look is the longest part of this step.
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                answers = pool.submit(
-                    self._clusters.reachable, plan.from_cluster, timeout_s=_QUICK_PROBE_S
+            # Unplanned: the new cluster's ends, what crossed, and the short look at the old
+            # cluster are read at once (the application waits for this step).
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                reading = pool.submit(self._cutoffs, app, plan)
+                look = (
+                    pool.submit(
+                        self._clusters.reachable, plan.from_cluster, timeout_s=_QUICK_PROBE_S
+                    )
+                    if self._look_at_lost_cluster
+                    else None
                 )
-                cutoffs = self._cutoffs(app, plan)
-                unreplicated = self._unreplicated(app, plan, answers.result())
+                unreplicated = self._unreplicated(app, plan, look)
+                cutoffs = reading.result()
             found = {"cutoffs": cutoffs, "unreplicated": tuple(unreplicated)}
         flow_ops, notes = self._switch_flows(app, plan, cutoffs)
         detail = "; ".join([result.detail, *notes]) if result.detail else "; ".join(notes)
@@ -866,16 +867,16 @@ class FailoverExecutor:
         return tuple(Cutoff(t, p, end) for (t, p), end in sorted(ends.items()))
 
     def _unreplicated(
-        self, app: Application, plan: FailoverPlan, source_answers: bool
+        self, app: Application, plan: FailoverPlan, look: Future[bool] | None
     ) -> list[UnreplicatedRange]:
-        """What did not cross; ``source_answers``: whether the old cluster answered a short
-        look (a gone cluster, the usual unplanned case, would hold the switch for the whole
-        probe timeout). A cluster that answers too slowly gets ranges whose end is unknown; the
-        recovery makes them exact once it is back."""
+        """What did not cross; ``look``: whether the old cluster answered a short look (a gone
+        cluster, the usual unplanned case, would hold the switch for the whole probe timeout;
+        None: not looked at). A cluster not looked at or too slow to answer gets ranges whose
+        end is unknown; the recovery makes them exact once it is back."""
         copies = self.remote_copies(app, plan)
         replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
         source_ends: dict[Partition, int] = {}
-        if source_answers:
+        if look is not None and look.result():
             source_ends = self._clusters.partition_ends(plan.from_cluster, copies)
         partitions = set(replicated) | set(source_ends)
         return list(

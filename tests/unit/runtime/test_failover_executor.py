@@ -278,8 +278,8 @@ def test_an_unplanned_failover_uses_checkpoints_and_reports_what_did_not_cross(
     assert record.plan.kind is FailoverKind.UNPLANNED
     assert [e.step.value for e in record.events] == [
         "deactivate",
-        "wait-lease",
         "set-offsets",
+        "wait-lease",
         "activate",
     ]
     assert clusters.committed[("west", "g1")] == {(REMOTE, 0): 110, (REMOTE, 1): 120}
