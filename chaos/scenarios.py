@@ -77,7 +77,6 @@ SCENARIOS: tuple[Scenario, ...] = (
         "east's broker killed with kill -9 and started again 8 s later (at least once)",
         ALO,
         (_step(3, "kill-broker", 8, site="east"),),
-        short=True,
     ),
     Scenario(
         "worker-kill-alo",
@@ -114,6 +113,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "west's broker frozen (SIGSTOP) for 6 s, then SIGCONT (at least once)",
         ALO,
         (_step(3, "pause-broker", 6, site="west"),),
+        short=True,
     ),
     Scenario(
         "slow-commits-eos",
