@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -360,6 +360,31 @@ def _origin(topology: Topology, flow: Flow, topic: str) -> tuple[str | None, str
     return candidate, ""
 
 
+def _sealed_copy_ends(
+    source: ClusterView,
+    choice: FlowChoice,
+    routes: Sequence[Route],
+    committed: Mapping[TopicPartition, CommittedOffset],
+) -> dict[TopicPartition, int]:
+    """Last stable offsets, read before the syncs, of the partitions the group reads upstream
+    over an exactly-once flow.
+
+    Such a flow commits its copies, their offset syncs and its progress in one transaction, so
+    every copy below an offset read before the syncs has its sync among those read afterwards. A
+    group that read everything sits past the copies' trailing transaction marker, one beyond
+    the last copy the syncs describe: with this end it translates exactly instead of
+    ahead-of-syncs. Only for prefixed copies, which nothing but the flow writes (under identity
+    names the application writes the same partitions, past the copies); at least once, copies and
+    syncs are written apart, and nothing is sealed.
+    """
+    flow = choice.upstream
+    if flow is None or flow.delivery != "exactly-once" or flow.policy == "identity":
+        return {}
+    topics = {r.group_topic for r in routes if r.direction == "upstream" and r.flow == flow}
+    partitions = [tp for tp in committed if tp.topic in topics]
+    return source.end_offsets(partitions) if partitions else {}
+
+
 def translate_partition(
     route: Route,
     partition: int,
@@ -370,11 +395,14 @@ def translate_partition(
     destination_topic_id: bytes | None,
     source_end: int | None,
     target_end: int | None,
+    sealed_end: int | None = None,
 ) -> PartitionTranslation:
     """Translate one committed partition along ``route`` with the index in ``syncs``.
 
     The topic ids are those the topics have now (None: the topic does not exist); syncs of an older
-    incarnation of either topic are never used.
+    incarnation of either topic are never used. ``sealed_end`` (upstream only): an offset of the
+    group's partition below which every copy is known to be in ``syncs`` (see
+    :func:`_sealed_copy_ends`).
     """
     synced = TopicPartition(route.synced_topic, partition)
     index = syncs.index
@@ -405,6 +433,7 @@ def translate_partition(
             committed.offset,
             source_topic_id=destination_topic_id,
             target_topic_id=group_topic_id,
+            target_end=sealed_end,
         )
         reason = translation.reason
     if (
@@ -473,6 +502,8 @@ def translate_group(
     fallbacks = identity_fallbacks(topology, choice, routes)
     notes = list(choice.notes)
 
+    # Before the syncs: where the exactly-once copies the group reads upstream are sealed.
+    sealed = _sealed_copy_ends(source, choice, [*routes.values(), *fallbacks.values()], committed)
     # Syncs first, end offsets afterwards (see the module docstring).
     reads: dict[Direction, SyncTopicRead] = {}
     names = topology.internal_names()
@@ -522,6 +553,7 @@ def translate_group(
                 target_end=destination_ends.get(
                     TopicPartition(route.destination_topic, tp.partition)
                 ),
+                sealed_end=sealed.get(tp) if route.direction == "upstream" else None,
             )
             if translated is None:
                 translated = attempt

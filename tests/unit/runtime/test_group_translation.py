@@ -194,6 +194,36 @@ def test_failback_translates_through_the_reverse_flows_syncs_on_the_group_cluste
     assert "syncs" in west.calls and "syncs" not in east.calls
 
 
+@pytest.mark.parametrize(
+    ("delivery", "policy", "reason"),
+    [
+        ("exactly-once", "prefix", "exact"),
+        ("at-least-once", "prefix", "ahead-of-syncs"),
+        ("exactly-once", "identity", "ahead-of-syncs"),
+    ],
+)
+def test_failback_past_the_copies_trailing_transaction_marker(
+    delivery: str, policy: str, reason: str
+) -> None:
+    # West's copy ends with a transaction marker at offset 500, after the last copy (499): a
+    # group that read everything committed 501, one past what the syncs describe. Exactly once,
+    # copies and syncs commit together, so the end read before the syncs seals them.
+    east, west = shifted_pair()
+    copy = "east.orders" if policy == "prefix" else "orders"
+    west.ids = {copy: WEST_COPY}
+    west.ends = {TopicPartition(copy, 0): 501}
+    commit(west, "g", copy, {0: 501})
+    text = ONE_WAY.replace(
+        "{source: east, target: west}",
+        f"{{source: east, target: west, delivery: {delivery}, policy: {policy}}}",
+    )
+    result = translate_group(topology(text), "g", "west", "east", views(west, east))
+    [p] = result.partitions
+    assert (p.direction, p.target_offset, p.reason) == ("upstream", 1000, reason)
+    if reason == "exact":
+        assert west.calls.index("ends") < west.calls.index("syncs")
+
+
 def test_syncs_are_read_before_end_offsets() -> None:
     east, west = shifted_pair()
     commit(east, "g", "orders", {0: 650})
