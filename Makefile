@@ -5,10 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Per-test timeout: a hung broker or agent fails its test instead of the whole run.
 PYTEST_TIMEOUT ?= 300
-# Test processes: integration tests mostly wait (timeouts, leases, brokers starting), so two
-# share the two cores well. A whole file runs in one process (its module fixtures stay shared);
-# each process starts its own local environment. PYTEST_WORKERS=0 runs everything in one.
-PYTEST_WORKERS ?= 2
+# Test processes: PYTEST_WORKERS=2 runs two (a whole file per process, each with its own local
+# environment): 27 min instead of about 50, but two of its runs each had timing failures that
+# one process does not have, so the default stays one process until those tests are made robust.
+PYTEST_WORKERS ?= 0
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 .PHONY: setup demo test lint unit integration down clean

@@ -65,7 +65,7 @@ def test_verify_passes_a_killed_worker_run_and_catches_a_damaged_target(
         history,
         {"east": east},
         [
-            ProducerSpec("plain", "east", tuple(TOPICS), rate=2000, max_records=20_000),
+            ProducerSpec("plain", "east", tuple(TOPICS), rate=1000, max_records=20_000),
             ProducerSpec(
                 "txn",
                 "east",
@@ -73,7 +73,7 @@ def test_verify_passes_a_killed_worker_run_and_catches_a_damaged_target(
                 transactional=True,
                 abort_ratio=0.25,
                 transaction_size=50,
-                rate=500,
+                rate=250,
                 max_records=4000,
             ),
         ],
