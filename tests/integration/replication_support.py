@@ -14,13 +14,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from failover import offset_syncs, provenance
 from failover.topic_rules import InternalTopicNames
 
 Headers = list[tuple[str, bytes | None]]
+
+#: Errors of a cluster whose leadership is still settling (a broker just restarted).
+SETTLING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -103,17 +114,27 @@ def topics_of(bootstrap: str) -> set[str]:
     return set(admin_client(bootstrap).list_topics(timeout=10).topics)
 
 
-def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
-    """(log start, log end) of every partition of ``topic``; empty if it does not exist."""
+def watermarks(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+    """(log start, log end) of every partition of ``topic``; empty if it does not exist.
+
+    Retries while leadership settles: a cluster whose broker just restarted answers "not leader"
+    for a few seconds."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drsvc-test-reader"})
+    deadline = time.monotonic() + timeout_s
     try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return {}
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            for p in metadata.partitions
-        }
+        while True:
+            try:
+                metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+                if metadata is None or metadata.error is not None:
+                    return {}
+                return {
+                    p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                    for p in metadata.partitions
+                }
+            except KafkaException as err:
+                if err.args[0].code() not in SETTLING or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
 

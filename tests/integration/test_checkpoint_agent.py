@@ -182,7 +182,7 @@ def test_a_killed_agent_loses_no_history_and_resumes_within_seconds(stack: Stack
     after = checkpoint_log(west)
     old, new = latest(before), latest(after)
     assert set(old) <= set(new), "a checkpoint key disappeared"
-    for k, checkpoint in old.items():
+    for k, checkpoint in ((k, c) for k, c in old.items() if k.group.startswith("ck-")):
         assert new[k].target_offset is not None and checkpoint.target_offset is not None
         assert new[k].target_offset >= checkpoint.target_offset, (k, checkpoint, new[k])
     # The restarted agent read the topic before emitting: it wrote the one changed position
@@ -190,9 +190,10 @@ def test_a_killed_agent_loses_no_history_and_resumes_within_seconds(stack: Stack
     appended = [e for e in after if e.offset > before[-1].offset]
     assert [(e.key, e.checkpoint.source_offset) for e in appended] == [(key, 120)]
     assert new[key].target_offset == 120 and new[key].exact
-    # Per key, positions only move forward in the whole log.
+    # Per key, positions only move forward in the whole log (this module's groups: other tests
+    # on the session's clusters write checkpoints of their own groups to the same topic).
     newest: dict[CheckpointKey, int] = {}
-    for entry in after:
+    for entry in (e for e in after if e.key.group.startswith("ck-")):
         target = entry.checkpoint.target_offset
         assert target is not None
         assert target >= newest.get(entry.key, -1), entry

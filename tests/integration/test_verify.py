@@ -81,11 +81,12 @@ def test_verify_passes_a_killed_worker_run_and_catches_a_damaged_target(
         shape=Shape(value_size_median=64, value_size_max=2048),
         seed=14,
     )
-    workload.start()
+    # The worker starts first, so that its start-up (slow on a busy machine) does not eat the
+    # producers' time: it must be killed while they still write.
     first = WorkerProcess(topology, "east->west", tmp_path / "first.log")
+    workload.start()
     try:
-        # mid-stream: producers are still writing, the worker has copied some of it (a low
-        # bar: on a busy machine the worker starts late, and the producers must still run)
+        # mid-stream: producers are still writing, the worker has copied some of it
         wait_for(lambda: _copied(west) >= 1000, 90, "the first copies", 0.05)
     finally:
         first.kill()
