@@ -40,7 +40,7 @@ import tempfile
 import time
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -747,8 +747,8 @@ def drain_retrying(
     for attempt in (1, 2):
         try:
             return drain(system, size_key, run, records, args, env, work, rtt)
-        except Stalled as err:
-            say(f"{system.name} {size_key} run {run}: attempt {attempt} failed: {err}")
+        except Exception as err:  # reported; one run must not end the session
+            say(f"{system.name} {size_key} run {run}: attempt {attempt} failed: {err!r}")
     return None
 
 
@@ -1622,29 +1622,32 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
         if args.write_results:
             write_outputs(report, stem, args.results_dir)
 
+    def phase(name: str, run: Callable[[], dict[str, Any]]) -> None:
+        if name not in phases:
+            return
+        say(f"phase {name}")
+        try:
+            report[name] = run()
+        except Exception as err:  # reported; later phases still run
+            say(f"phase {name} failed: {err!r}")
+            report[name] = {"error": repr(err)}
+        save()
+
     try:
         with environment(args.state_dir) as env:
-            if "sweep" in phases:
-                report["sweep"] = phase_sweep(args, env, work, sizes, best)
-                save()
+            phase("sweep", lambda: phase_sweep(args, env, work, sizes, best))
             report["best"] = dict(best)
             main = [system_named(best["drsvc"]), system_named(best["mm2"]), System("limit")]
-            if "alo" in phases:
-                results = drain_block(main, sizes, args.runs, args.records, args, env, work)
-                report["alo"] = block_report(results, best)
-                save()
-            if "failover" in phases:
-                report["failover"] = phase_failover(args, env, work, main[:2])
-                save()
-            if "eos" in phases:
-                report["eos"] = phase_eos(args, env, work, sizes, best)
-                save()
-            if "rtt" in phases:
-                report["rtt"] = phase_rtt(args, env, work, sizes, best, main)
-                save()
-            if "latency" in phases:
-                report["latency"] = phase_latency(args, env, work, main[:2])
-                save()
+            phase(
+                "alo",
+                lambda: block_report(
+                    drain_block(main, sizes, args.runs, args.records, args, env, work), best
+                ),
+            )
+            phase("failover", lambda: phase_failover(args, env, work, main[:2]))
+            phase("eos", lambda: phase_eos(args, env, work, sizes, best))
+            phase("rtt", lambda: phase_rtt(args, env, work, sizes, best, main))
+            phase("latency", lambda: phase_latency(args, env, work, main[:2]))
     finally:
         if args.keep_work:
             say(f"work directory kept: {work}")
