@@ -114,10 +114,11 @@ def process_label(pid: int) -> str:
         if word.startswith("org.apache.kafka."):
             return word.rsplit(".", 1)[1]
     if any("drsvc" in w for w in words):
-        for role in ("run", "replicate", "worker"):
+        for role in ("replicate", "run", "checkpoints", "heartbeats"):
             if role in words:
                 return f"drsvc {role}"
-        return "drsvc " + " ".join(words[-2:])[:40]
+        return "drsvc"
+    # never a path in the results: the program's name only
     return Path(words[0]).name if words else "?"
 
 
@@ -220,8 +221,9 @@ class Launched:
     logs: list[Path]
     started: float
     outputs: list[Path] = field(default_factory=list)
-    #: peak RSS (MiB) per process, as seen while it ran
+    #: peak RSS (MiB) per process, as seen while it ran, and what each process is
     peaks: dict[int, float] = field(default_factory=dict)
+    labels: dict[int, str] = field(default_factory=dict)
 
     @property
     def roots(self) -> list[int]:
@@ -569,6 +571,8 @@ def watch(
         if polls % 8 == 0:
             for pid in now.cpu:
                 launched.peaks[pid] = max(launched.peaks.get(pid, 0.0), vm_hwm(pid))
+                if pid not in launched.labels:
+                    launched.labels[pid] = process_label(pid)
         if count and first is None:
             first, first_count = now, count
         if count != last_count:
@@ -697,7 +701,7 @@ def drain(
     processes = [
         {
             "pid": pid,
-            "process": process_label(pid) if pid in done.cpu else "exited",
+            "process": launched.labels.get(pid) or process_label(pid),
             "cpu_s_per_million": round(
                 (done.cpu.get(pid, 0.0) - first.cpu.get(pid, 0.0)) / max(copied, 1) * 1e6, 2
             ),
