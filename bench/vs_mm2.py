@@ -29,6 +29,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -1629,6 +1630,11 @@ def session_header(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def without_paths(text: str) -> str:
+    """``text`` with every file system path replaced: results never name this machine's."""
+    return re.sub(r"(/[\w.+-]+){2,}", "<path>", text)
+
+
 def run_session(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     report = session_header(args)
@@ -1654,7 +1660,7 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
             report[name] = run()
         except Exception as err:  # reported; later phases still run
             say(f"phase {name} failed: {err!r}")
-            report[name] = {"error": repr(err)}
+            report[name] = {"error": without_paths(repr(err).splitlines()[0][:300])}
         save()
 
     try:
