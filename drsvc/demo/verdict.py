@@ -72,9 +72,16 @@ def judge(
 ) -> Verdict:
     """``fault_at``: when the site was lost; ``failback_at``: when the planned failback began
     (its first step), wall-clock seconds like the history's. ``unreplicated``: the ranges drsvc
-    reported as never replicated, of records written before the fault."""
+    reported as never replicated. A closed range is exact and holds whatever it covers, also an
+    order acknowledged while the brokers were going down (after ``fault_at``: often the very
+    order that did not cross); an open range ends nowhere, so it holds only orders acknowledged
+    before the fault."""
     ranges = list(unreplicated)
-    reported = {a.seq for a in acked if a.at < fault_at and any(u.holds(a) for u in ranges)}
+    reported = {
+        a.seq
+        for a in acked
+        if any(u.holds(a) and (u.last_offset is not None or a.at < fault_at) for u in ranges)
+    }
     seen: set[int] = set()
     reread_unplanned = reread_planned = 0
     for r in sorted(reads, key=lambda r: r.at):

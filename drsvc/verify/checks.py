@@ -141,7 +141,8 @@ def reordered(observed: DataFrame) -> DataFrame:
 def altered(expected: DataFrame, observed: DataFrame) -> DataFrame:
     """Records found at a place with other bytes than were acknowledged: key, value (SHA-256 and
     size), headers (in order, provenance headers aside), timestamp, or another partition. One row
-    per copy, ``fields`` naming what differs."""
+    per copy, ``fields`` naming what differs; both timestamps are kept so that a timestamp
+    difference can be told apart from clock or unit trouble."""
     e = expected.where(~F.col("aborted")).alias("e")
     o = _identified(observed).alias("o")
     joined = e.join(
@@ -173,6 +174,8 @@ def altered(expected: DataFrame, observed: DataFrame) -> DataFrame:
         F.col("e.producer_id").alias("producer_id"),
         F.col("e.seq").alias("seq"),
         fields.alias("fields"),
+        F.col("e.timestamp_ms").alias("acknowledged_timestamp_ms"),
+        F.col("o.timestamp_ms").alias("found_timestamp_ms"),
     ).where(F.size("fields") > 0)
 
 

@@ -160,7 +160,7 @@ def evaluate(spark: SparkSession, request: VerifyRequest, found_records: DataFra
         "altered": checks.altered(expected, observed),
         "loops": checks.loops(observed, request.aliases, request.separator, request.max_hops),
         "skipped_after_failover": consumer_checks.skipped_after_failover(
-            expected, consumed, failovers
+            expected, consumed, failovers, unreplicated
         ),
         "reread_after_failover": consumer_checks.reread_after_failover(consumed, failovers),
         "aborted_visible": checks.aborted_visible(expected, observed),

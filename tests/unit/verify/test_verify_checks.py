@@ -142,6 +142,9 @@ def test_altered_catches_changed_bytes(spark: SparkSession, source: list[Rec]) -
     assert sorted((r["producer_id"], r["seq"]) for r in bad) == [("p0", s) for s in changes]
     for row in bad:
         assert changes[row["seq"]][1] in row["fields"], row
+    stamped = next(r for r in bad if r["seq"] == 6)
+    assert stamped["found_timestamp_ms"] == 1
+    assert stamped["acknowledged_timestamp_ms"] != 1
 
 
 def test_altered_catches_a_copy_in_another_partition(

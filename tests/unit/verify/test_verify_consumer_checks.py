@@ -119,3 +119,27 @@ def test_rpo_catches_an_under_reported_loss(spark: SparkSession, source: list[Re
     rows = recovery(spark, source, replicated=6, reported=3)
     bad = consumer_checks.rpo_mismatches(rows)
     assert keys(bad, "partition", "actual", "reported") == [(0, 4, 3)]
+
+
+def test_records_reported_as_not_replicated_are_the_recovery_point_not_skipped(
+    spark: SparkSession, source: list[Rec]
+) -> None:
+    # east's records 5 and 6 never crossed; drsvc reported them, and after failing back the
+    # group goes on past them (they are quarantined): the recovery point, not a skip
+    history = consumed(spark, [0, 1, 2, 3, 4], [7, 8, 9])
+    offsets = {r.seq: r.offset for r in source}
+
+    def reported(first: int, last: int | None) -> DataFrame:
+        row = histories.Unreplicated("f1", "east", "t", 0, offsets[first], last)
+        return spark.createDataFrame([row], histories.UNREPLICATED.spark())
+
+    def skipped(unreplicated: DataFrame) -> list[tuple[object, ...]]:
+        found = consumer_checks.skipped_after_failover(
+            expected(spark, source), history, failovers(spark), unreplicated
+        )
+        return keys(found, "seq")
+
+    assert skipped(reported(5, offsets[6])) == []
+    # only what was reported is excused; an open range excuses nothing
+    assert skipped(reported(5, offsets[5])) == [(6,)]
+    assert skipped(reported(5, None)) == [(5,), (6,)]
