@@ -83,13 +83,21 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def stored_timestamp(msg: Any, requested_ms: int) -> int:
-    """The timestamp the broker stored for a delivered record: the one the producer set
-    (CreateTime), unless the topic stamps records itself (LogAppendTime). A delivery report's
-    own CreateTime is not used: after a retried batch librdkafka was seen to report the batch's
-    last timestamp for every record of it, while the broker kept each record's own."""
-    kind, reported = msg.timestamp()
-    return int(reported) if kind == TIMESTAMP_LOG_APPEND_TIME else requested_ms
+def stored_timestamp(msg: Any, requested_ms: int, topic_stamps: bool = False) -> int:
+    """The timestamp the broker stored for a delivered record: the one the producer set, unless
+    the topic stamps records itself (``topic_stamps``: LogAppendTime). The workload's topics keep
+    the producer's (CreateTime, as the runner creates them).
+
+    A delivery report's timestamp is not trusted on a CreateTime topic: when a retried batch is
+    one the broker already holds (a broker restarted after writing it, before answering), the
+    broker answers with the batch's largest timestamp as a log-append time, and librdkafka then
+    reports that value, typed LogAppendTime, for every record of the batch, while the log kept
+    each record's own."""
+    if topic_stamps:
+        kind, reported = msg.timestamp()
+        if kind == TIMESTAMP_LOG_APPEND_TIME:
+            return int(reported)
+    return requested_ms
 
 
 class SequenceProducer:
