@@ -135,12 +135,17 @@ class OrdersWorkload:
             # The cluster it went to is known once produce() has joined one; the callback runs
             # later, from poll(), and reads it then.
             landed: list[str] = []
+            # The history keeps the timestamp set here: a delivery report's is not the stored
+            # one when the broker answers a resent batch it already held (it then reports the
+            # batch's largest timestamp for all of its records).
+            timestamp_ms = time.time_ns() // 1_000_000
             try:
                 self.producer.produce(
                     self.topic,
                     value,
                     f"customer-{seq % 50}".encode(),
-                    on_delivery=self._delivered(seq, landed, value),
+                    on_delivery=self._delivered(seq, landed, value, timestamp_ms),
+                    timestamp=timestamp_ms,
                 )
             except (NoActiveClusterError, BufferError):
                 self.producer.poll(0.1)  # switching, or the queue is full: try this one again
@@ -152,7 +157,7 @@ class OrdersWorkload:
                 next_at = now  # do not burst to catch up after a switch
             self.producer.poll(0)
 
-    def _delivered(self, seq: int, landed: list[str], value: bytes) -> Any:
+    def _delivered(self, seq: int, landed: list[str], value: bytes, timestamp_ms: int) -> Any:
         def done(err: KafkaError | None, msg: Message) -> None:
             with self._lock:
                 if err is not None:
@@ -168,7 +173,7 @@ class OrdersWorkload:
                         msg.key() or b"",
                         hashlib.sha256(value).hexdigest(),
                         len(value),
-                        msg.timestamp()[1],
+                        timestamp_ms,
                     )
                 )
 
