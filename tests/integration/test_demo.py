@@ -32,6 +32,7 @@ def test_the_demo_drill_passes(tmp_path: Path) -> None:
             capture_output=True, timeout=120, check=False,
         )  # fmt: skip
     screen = done.stdout + done.stderr
+    (tmp_path / "screen.txt").write_text(screen)  # kept with the run's temporary directory
     assert done.returncode == 0, screen[-4000:]
     assert "verdict: PASSED" in screen
     for step in ("is active on west", "consumers read on west", "completed: orders-service is"
