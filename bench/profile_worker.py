@@ -51,10 +51,29 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def make_worker(clusters: dict[str, str], topic: str) -> ReplicationEngine:
+def make_worker(
+    clusters: dict[str, str], topic: str, overrides: dict[str, object] | None = None
+) -> ReplicationEngine:
     topology = Topology.model_validate(topology_document(clusters, topic))
     flow = next(f for f in topology.flows if f.id == FLOW)
-    return ReplicationEngine(worker_settings(topology, flow, {}, group_id=f"drsvc-profile.{topic}"))
+    settings = worker_settings(
+        topology, flow, {}, group_id=f"drsvc-profile.{topic}", **(overrides or {})
+    )
+    return ReplicationEngine(settings)
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """``fetch_queue_kbytes=131072`` -> a WorkerSettings field and its value (int, float or
+    string): experiments with settings drsvc does not expose, never a recommendation."""
+    key, _, raw = text.partition("=")
+    value: object = raw
+    for kind in (int, float):
+        try:
+            value = kind(raw)
+            break
+        except ValueError:
+            continue
+    return key.strip(), value
 
 
 def profiled_drain(
@@ -121,7 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiler", choices=("pyinstrument", "cprofile"), default="pyinstrument")
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a WorkerSettings field (experiments only; repeatable)",
+    )
     args = parser.parse_args(argv)
+    overrides = dict(parse_override(text) for text in args.set)
     with local_environment(args.state_dir) as env:
         clusters = env.clusters
         topic = f"bench-profile-{args.size}b-{uuid.uuid4().hex[:8]}"
@@ -130,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         preload(clusters[SOURCE], topic, args.partitions, args.records, args.size)
         say(f"draining under {args.profiler}")
         for attempt in range(1, 4):
-            worker = make_worker(clusters, topic)
+            worker = make_worker(clusters, topic, overrides)
             try:
                 prof, summary = profiled_drain(worker, args.records, args.profiler)
                 break
@@ -141,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 say(f"worker failed while starting ({err}); starting another")
         write_profile(prof, args.profiler, args.output)
+        summary["overrides"] = overrides
         print(json.dumps(summary), file=sys.stderr)
     return 0
 

@@ -114,11 +114,10 @@ def process_label(pid: int) -> str:
     for word in reversed(words):
         if word.startswith("org.apache.kafka."):
             return word.rsplit(".", 1)[1]
-    if any("drsvc" in w for w in words):
-        for role in ("replicate", "run", "checkpoints", "heartbeats"):
-            if role in words:
-                return f"drsvc {role}"
-        return "drsvc"
+    for i, word in enumerate(words[:-1]):
+        # the subcommand follows the program (``.../drsvc run``) or module (``drsvc.cli.main``)
+        if word.endswith(("/drsvc", "drsvc.cli.main")):
+            return f"drsvc {words[i + 1]}"
     # never a path in the results: the program's name only
     return Path(words[0]).name if words else "?"
 
