@@ -1244,15 +1244,14 @@ def plot_png(bars: list[tuple[str, list[tuple[str, float, tuple[int, int, int]]]
                 i = (y * width + x) * 3
                 pixels[i : i + 3] = bytes(color)
 
-    def text(x: int, y: int, value: str, color: tuple[int, int, int] = (0, 0, 0)) -> None:
+    def text(x: int, y: int, value: str, px: int = scale_px) -> None:
         for ch in value.upper():
             rows = FONT.get(ch, FONT[" "]).split(",")
             for r, bits in enumerate(rows):
                 for c in range(3):
                     if int(bits) & (4 >> c):
-                        rect(x + c * scale_px, y + r * scale_px, x + (c + 1) * scale_px,
-                             y + (r + 1) * scale_px, color)  # fmt: skip
-            x += 4 * scale_px
+                        rect(x + c * px, y + r * px, x + (c + 1) * px, y + (r + 1) * px, (0, 0, 0))
+            x += 4 * px
 
     top = max((v for _, group in bars for _, v, _ in group), default=1.0) or 1.0
     plot_h = height - 2 * margin - 60
@@ -1265,8 +1264,8 @@ def plot_png(bars: list[tuple[str, list[tuple[str, float, tuple[int, int, int]]]
             h = int(plot_h * value / top)
             base = height - margin - 30
             rect(x, base - h, x + bar_w - 6, base, color)
-            text(x, base - h - 20, f"{value / 1000:.0f}K")
-            text(x, base + 8, name[:10])
+            text(x, base - h - 14, f"{value / 1000:.0f}K", 2)
+            text(x, base + 8, name.split("-")[0][:5], 2)
             x += bar_w
         text(margin + g * group_w + 20, height - margin + 10, label)
     text(margin, 8, "RECORDS/S")
