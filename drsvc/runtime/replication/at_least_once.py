@@ -477,6 +477,7 @@ class AtLeastOnce:
                 if tp.topic in engine.mirrored
             ]
         )
+        committed_at = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
         assigned = []
         for tp in partitions:
             mirrored = engine.mirrored.get(tp.topic)
@@ -486,7 +487,12 @@ class AtLeastOnce:
             lane = engine.new_lane(mirrored, tp.partition, start.offset)
             lane.learn_last_copy = start.resumed
             engine.add_lane(lane)
-            self.syncs.rebuild(lane, start.offset)
+            # Copies a lost owner made past its last sync come from source offsets at or after
+            # its committed progress, also when a skip_below floor now starts the lane further
+            # on (a recovery keeps the records that never crossed out): map them from there, or
+            # a group that read them could not be translated back (ahead of the syncs).
+            progress_at = committed_at.get((tp.topic, tp.partition), start.offset)
+            self.syncs.rebuild(lane, min(start.offset, progress_at))
             # With the committed leader epoch the consumer first checks that the source log
             # was not truncated below the position (KIP-320) before it fetches from there.
             assigned.append(
