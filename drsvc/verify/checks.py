@@ -65,11 +65,12 @@ def lost(expected: DataFrame, observed: DataFrame) -> DataFrame:
     return committed.join(_found(observed).distinct(), _MATCH, "left_anti").select(*_EXPECTED_OUT)
 
 
-def excuse_recovery_point(expected: DataFrame, unreplicated: DataFrame) -> DataFrame:
-    """``expected`` without the copies of records drsvc reported as never replicated (the
-    recovery point of an unplanned failover): such a record must still be found where it was
-    written, but not at its copies' places. Whether the report was true is the recovery-point
-    check's business, not this one's."""
+def reported_ranges(unreplicated: DataFrame, closed_only: bool = False) -> tuple[DataFrame, Column]:
+    """The ranges drsvc reported as never replicated, and the condition that a row of
+    ``expected`` (its ``cluster``, ``topic``, ``partition``, ``offset``) lies inside one of them
+    (``closed_only``: only ranges with a last offset, an open one ends nowhere)."""
+    if closed_only:
+        unreplicated = unreplicated.where(F.col("last_offset").isNotNull())
     ranges = unreplicated.select(
         F.col("cluster").alias("u_cluster"),
         F.col("topic").alias("u_topic"),
@@ -83,9 +84,17 @@ def excuse_recovery_point(expected: DataFrame, unreplicated: DataFrame) -> DataF
         & (F.col("partition") == F.col("u_partition"))
         & (F.col("offset") >= F.col("first_offset"))
         & (F.col("last_offset").isNull() | (F.col("offset") <= F.col("last_offset")))
-        & (F.col("at_cluster") != F.col("cluster"))
     )
-    return expected.join(ranges, inside, "left_anti")
+    return ranges, inside
+
+
+def excuse_recovery_point(expected: DataFrame, unreplicated: DataFrame) -> DataFrame:
+    """``expected`` without the copies of records drsvc reported as never replicated (the
+    recovery point of an unplanned failover): such a record must still be found where it was
+    written, but not at its copies' places. Whether the report was true is the recovery-point
+    check's business, not this one's."""
+    ranges, inside = reported_ranges(unreplicated)
+    return expected.join(ranges, inside & (F.col("at_cluster") != F.col("cluster")), "left_anti")
 
 
 def aborted_visible(expected: DataFrame, observed: DataFrame) -> DataFrame:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from drsvc.verify import checks
+
 _LONG_MIN = -(2**63)
 _LONG_MAX = 2**63 - 1
 _STREAM = ["src_cluster", "src_topic", "src_partition", "producer_id"]
@@ -81,19 +83,7 @@ def _streams(expected: DataFrame) -> DataFrame:
 def _reported_unreplicated(expected: DataFrame, unreplicated: DataFrame) -> DataFrame:
     """``producer_id``, ``seq`` of the records inside a closed range drsvc reported as never
     replicated (an open range is unknown, and fails the recovery-point check anyway)."""
-    ranges = unreplicated.where(F.col("last_offset").isNotNull()).select(
-        F.col("cluster").alias("u_cluster"),
-        F.col("topic").alias("u_topic"),
-        F.col("partition").alias("u_partition"),
-        "first_offset",
-        "last_offset",
-    )
-    inside = (
-        (F.col("cluster") == F.col("u_cluster"))
-        & (F.col("topic") == F.col("u_topic"))
-        & (F.col("partition") == F.col("u_partition"))
-        & F.col("offset").between(F.col("first_offset"), F.col("last_offset"))
-    )
+    ranges, inside = checks.reported_ranges(unreplicated, closed_only=True)
     return expected.join(ranges, inside).select("producer_id", "seq").distinct()
 
 

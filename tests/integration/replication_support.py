@@ -14,24 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.runtime.replication.repair import LEADERLESS
 from failover import offset_syncs, provenance
 from failover.topic_rules import InternalTopicNames
 
 Headers = list[tuple[str, bytes | None]]
-
-#: Errors of a cluster whose leadership is still settling (a broker just restarted).
-SETTLING = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError._TRANSPORT,
-        KafkaError._TIMED_OUT,
-        KafkaError._ALL_BROKERS_DOWN,
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -132,7 +122,7 @@ def watermarks(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int,
                     for p in metadata.partitions
                 }
             except KafkaException as err:
-                if err.args[0].code() not in SETTLING or time.monotonic() >= deadline:
+                if err.args[0].code() not in LEADERLESS or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.5)
     finally:
