@@ -50,6 +50,39 @@ def _netns() -> list[str]:
 NAMESPACES_BEFORE = _netns()
 
 
+def _listeners(port: int) -> list[str]:
+    """The command lines of the processes listening on a TCP port of this machine."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    owners = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if inodes & _socket_inodes(proc):
+                owners.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:  # the process ended meanwhile
+            continue
+    return owners
+
+
+def _socket_inodes(proc: Path) -> set[str]:
+    held = set()
+    for fd in (proc / "fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:  # closed while listed
+            continue
+        if target.startswith("socket:["):
+            held.add(target[len("socket:[") : -1])
+    return held
+
+
 @pytest.fixture(scope="module")
 def linked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Linked]:
     state_dir: Path = tmp_path_factory.mktemp("drsvc-linked")
@@ -229,6 +262,9 @@ def test_down_leaves_no_proxy_and_no_namespace(linked: Linked) -> None:
 
     linked.env.down()
     assert not is_alive(proxy)
-    assert not any(port_accepts("127.0.0.1", p) for p in ports)
+    # The other test process may take a freed port at once, so a port that answers is checked
+    # for who holds it, not only whether it accepts.
+    leftovers = {p: _listeners(p) for p in ports if port_accepts("127.0.0.1", p)}
+    assert all("toxiproxy" not in " ".join(cmds) for cmds in leftovers.values()), leftovers
     assert _netns() == NAMESPACES_BEFORE
     assert [p for p in linked.env.status().processes if p.running] == []
