@@ -179,7 +179,12 @@ def test_freshness_degrades_when_east_stops_and_recovers_when_it_restarts(
         local_env.up(["east"])
     up_at = time.monotonic()
     sampler.join(120)
-    assert fresh_at, "east did not turn fresh on west within two minutes of its restart"
+    assert fresh_at, (
+        "east did not turn fresh on west within two minutes of its restart: "
+        f"copier {running.lane.stats}, consumers replaced {running.lane.consumers_replaced}; "
+        f"emitters {[(e.settings.cluster, e.stats) for e in running.runner.emitters]}; "
+        f"freshness {running.runner.observer.freshness()}"
+    )
     recovered_after = fresh_at[0] - restart_at
     assert fresh_at[0] - up_at < 30, "east took more than 30s after its restart to turn fresh"
     wait_for(lambda: running.is_(FreshnessState.FRESH, ("east", "east")), 30, "east's own")
@@ -244,12 +249,16 @@ def test_the_role_serves_metrics_and_stops_on_sigterm(running: Heartbeats, tmp_p
                 "the role's heartbeats on east",
             )
             west_on_east = 'cluster="west",source="east"'
+            # Before its first heartbeat a pair's freshness counts from the role's start, so
+            # a low value alone does not say one arrived: the offset seen does.
             wait_for(
-                lambda: 0 <= scraped("drsvc_heartbeat_freshness_seconds", west_on_east) < 2.0,
+                lambda: (
+                    scraped("drsvc_heartbeat_last_offset", west_on_east) >= 0
+                    and 0 <= scraped("drsvc_heartbeat_freshness_seconds", west_on_east) < 2.0
+                ),
                 30,
-                "a low freshness of east on west in the role's metrics",
+                "a heartbeat of east on west, and a low freshness, in the role's metrics",
             )
-            assert scraped("drsvc_heartbeat_last_offset", west_on_east) >= 0
         finally:
             role.send_signal(signal.SIGTERM)
             code = role.wait(30)

@@ -63,6 +63,9 @@ Headers = list[tuple[str, str | bytes | None]]
 LANE_MESSAGE_TIMEOUT_MS = 5000
 #: longest wait for one admin call, so a cluster that is down never holds the copier for long
 ADMIN_TIMEOUT_S = 3.0
+#: a consumer that read nothing for this long while the source's heartbeats kept coming is
+#: replaced (see :meth:`HeartbeatCopier._replace_if_stuck`)
+STUCK_AFTER_S = 10.0
 
 
 @dataclass
@@ -173,6 +176,11 @@ class HeartbeatCopier:
         self._consumer: Consumer | None = None
         self._assigned: set[tuple[str, int]] = set()
         self._source_topic_ids: dict[str, bytes] = {}
+        #: when the consumer last returned records (or was given its partitions)
+        self._last_read_at = time.monotonic()
+        #: the source's log ends as last looked at, while the consumer reads nothing
+        self._ends_seen: dict[tuple[str, int], int] = {}
+        self.consumers_replaced = 0
         self._source_outage = OutageLog(
             f"heartbeat copier {settings.flow_id}: finding heartbeats topics on"
             f" {settings.source_alias}",
@@ -219,7 +227,10 @@ class HeartbeatCopier:
                         self._refresh(source_admin, target_admin)
                         next_refresh = time.monotonic() + self.refresh_interval_s
                     if self._assigned:
-                        for msg in self._consumer.consume(100, 0.1):
+                        messages = self._consumer.consume(100, 0.1)
+                        if messages:
+                            self._last_read_at = time.monotonic()
+                        for msg in messages:
                             self._copy(producer, msg)
                     else:
                         self._stop.wait(0.1)
@@ -245,6 +256,7 @@ class HeartbeatCopier:
             return
         self._source_outage.succeeded(time.monotonic())
         self._follow_recreated(sources)
+        self._replace_if_stuck()
         consumer = self._consumer
         assert consumer is not None
         ready = sorted(
@@ -265,6 +277,8 @@ class HeartbeatCopier:
         except KafkaException as err:
             log.warning("heartbeat copier %s: following %s: %s", s.flow_id, ready, err)
             return
+        if new:
+            self._last_read_at = time.monotonic()
         if new or gone:
             log.info(
                 "heartbeat copier %s copies %s",
@@ -294,6 +308,45 @@ class HeartbeatCopier:
         self._consumer.close()
         self._consumer = Consumer(copier_consumer_config(self.settings))
         self._assigned = set()
+
+    def _replace_if_stuck(self) -> None:
+        """Start a new consumer when the one assigned has read nothing for ``STUCK_AFTER_S``
+        while the source's heartbeats topics grew. After a source broker restart, librdkafka's
+        consumer of assigned partitions now and then never fetches again although the broker
+        is back (a new client reads at once); the heartbeats copied would stop for good, and
+        the far side would take a live cluster for a dead one."""
+        consumer = self._consumer
+        if consumer is None or not self._assigned:
+            return
+        if time.monotonic() - self._last_read_at < STUCK_AFTER_S:
+            self._ends_seen = {}
+            return
+        ends: dict[tuple[str, int], int] = {}
+        try:
+            for topic, partition in sorted(self._assigned):
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=ADMIN_TIMEOUT_S, cached=False
+                )
+                ends[(topic, partition)] = high
+        except KafkaException:
+            return  # the source is not answering: nothing to tell yet
+        grew = any(end > self._ends_seen.get(tp, end) for tp, end in ends.items())
+        self._ends_seen = ends
+        if not grew:
+            return  # nothing new to read (no emitter writes there): not stuck
+        log.warning(
+            "heartbeat copier %s: its consumer read nothing for %.0fs while heartbeats kept "
+            "arriving on %s; reading with a new consumer",
+            self.settings.flow_id,
+            time.monotonic() - self._last_read_at,
+            self.settings.source_alias,
+        )
+        self.consumers_replaced += 1
+        consumer.close()
+        self._consumer = Consumer(copier_consumer_config(self.settings))
+        self._assigned = set()
+        self._ends_seen = {}
+        self._last_read_at = time.monotonic()
 
     def _ensure_remote(self, target_admin: AdminClient, remote: str, partitions: int) -> bool:
         """Make sure ``remote`` exists on the target with ``partitions`` or more; say if it does."""

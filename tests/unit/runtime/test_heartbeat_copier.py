@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
+from drsvc.runtime.replication import heartbeat_copier
 from drsvc.runtime.replication.heartbeat_copier import (
     LANE_MESSAGE_TIMEOUT_MS,
+    STUCK_AFTER_S,
+    HeartbeatCopier,
     copier_consumer_config,
     copier_producer_config,
     copy_headers,
@@ -111,3 +118,56 @@ def test_clients_have_their_own_group_start_at_the_end_and_drop_late_copies() ->
     assert producer["bootstrap.servers"] == "127.0.0.1:2"
     assert producer["message.timeout.ms"] == LANE_MESSAGE_TIMEOUT_MS
     assert producer["linger.ms"] <= 5
+
+
+class FakeSourceConsumer:
+    """The copier's source consumer, as far as the stuck check uses it."""
+
+    def __init__(self, config: object = None) -> None:
+        self.end = 10
+        self.closed = False
+
+    def get_watermark_offsets(
+        self, tp: object, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        return 0, self.end
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def stuck_copier(monkeypatch: pytest.MonkeyPatch) -> tuple[HeartbeatCopier, FakeSourceConsumer]:
+    monkeypatch.setattr(heartbeat_copier, "Consumer", FakeSourceConsumer)
+    copier = HeartbeatCopier(settings("east", "west"))
+    consumer = FakeSourceConsumer()
+    copier._consumer = consumer  # type: ignore[assignment]
+    copier._assigned = {("heartbeats", 0)}
+    copier._last_read_at = time.monotonic() - STUCK_AFTER_S - 1
+    return copier, consumer
+
+
+def test_a_consumer_that_reads_nothing_while_heartbeats_arrive_is_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    copier, consumer = stuck_copier(monkeypatch)
+    copier._replace_if_stuck()  # the first look only notes the log's end
+    assert copier._consumer is consumer
+    consumer.end = 15
+    copier._replace_if_stuck()
+    assert consumer.closed and copier._consumer is not consumer
+    assert copier._assigned == set()  # the next refresh assigns the new one, from the end
+    assert copier.consumers_replaced == 1
+
+
+def test_an_idle_source_or_a_reading_consumer_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    copier, consumer = stuck_copier(monkeypatch)
+    copier._replace_if_stuck()
+    copier._replace_if_stuck()  # nothing new on the source: nothing to read
+    assert copier._consumer is consumer
+    copier._last_read_at = time.monotonic()
+    consumer.end = 20
+    copier._replace_if_stuck()  # it reads: the log growing is just heartbeats arriving
+    copier._replace_if_stuck()
+    assert copier._consumer is consumer and copier.consumers_replaced == 0
