@@ -33,6 +33,7 @@ from drsvc.runtime.replication.settings import keepalive_policy
 from drsvc.runtime.replication.sync_writer import SyncWriter
 from drsvc.runtime.replication.topics import MirroredTopic
 from failover.copy_progress import PartitionProgress
+from failover.handover import decode_synced_to, encode_synced_to
 from failover.partition_state import (
     Action,
     CommittedProgress,
@@ -302,18 +303,24 @@ class AtLeastOnce:
             lane.last_copy = copy
         return True
 
-    def _commit(self, asynchronous: bool, lanes: list[Lane] | None = None) -> None:
+    def _commit(
+        self, asynchronous: bool, lanes: list[Lane] | None = None, handover: bool = False
+    ) -> None:
+        """Commit the progress of ``lanes`` (default: all). ``handover``: the lanes are being
+        given up, settled; those whose every copy is mapped carry the clean-handover mark."""
         engine = self.engine
         offsets = []
         for lane in lanes if lanes is not None else list(engine.lanes.values()):
             position = lane.progress.commit_position
-            if position > lane.committed:
+            mark = _handover_mark(lane) if handover else None
+            if position > lane.committed or mark is not None:
                 epoch = lane.progress.commit_epoch
                 offsets.append(
                     TopicPartition(
                         lane.source.topic,
                         lane.source.partition,
                         position,
+                        metadata=mark or "",
                         leader_epoch=epoch,  # -1: unknown
                     )
                 )
@@ -524,6 +531,7 @@ class AtLeastOnce:
             ]
         )
         committed_at = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
+        handed_over = {(tp.topic, tp.partition): decode_synced_to(tp.metadata) for tp in committed}
         assigned = []
         for tp in partitions:
             mirrored = engine.mirrored.get(tp.topic)
@@ -538,7 +546,12 @@ class AtLeastOnce:
             # on (a recovery keeps the records that never crossed out): map them from there, or
             # a group that read them could not be translated back (ahead of the syncs).
             progress_at = committed_at.get((tp.topic, tp.partition), start.offset)
-            self.syncs.rebuild(lane, min(start.offset, progress_at))
+            # After a clean handover only what lies past the previous owner's copies is read.
+            self.syncs.rebuild(
+                lane,
+                min(start.offset, progress_at),
+                synced_to=handed_over.get((tp.topic, tp.partition)),
+            )
             # With the committed leader epoch the consumer first checks that the source log
             # was not truncated below the position (KIP-320) before it fetches from there.
             assigned.append(
@@ -556,7 +569,7 @@ class AtLeastOnce:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lanes = self._lanes_of(partitions)
         self._settle(lanes)
-        self._commit(asynchronous=False, lanes=lanes)
+        self._commit(asynchronous=False, lanes=lanes, handover=True)
         self.engine.drop_lanes(lanes)
         consumer.unassign()
 
@@ -606,6 +619,19 @@ class AtLeastOnce:
             return
         try:
             self._settle(lanes)
-            self._commit(asynchronous=False, lanes=lanes)
+            self._commit(asynchronous=False, lanes=lanes, handover=True)
         finally:
             self._flush_all(self.settings.settle_timeout_s)
+
+
+def _handover_mark(lane: Lane) -> str | None:
+    """The clean-handover mark of a settled lane (:mod:`failover.handover`): None unless
+    nothing is in flight, nothing failed, every sync written is acknowledged and the progress
+    covers every record read, so that every copy of the partition is mapped up to its last."""
+    progress = lane.progress
+    last = lane.last_copy
+    if last is None or progress.in_flight or progress.commit_position < progress.next_offset:
+        return None
+    if lane.sync_state() is None:  # failed, repairing, restarting, or syncs unacknowledged
+        return None
+    return encode_synced_to(progress.target_topic_id, last.target_offset + 1)

@@ -80,7 +80,13 @@ class SyncLog(Protocol):
     written offset syncs (see :mod:`.repair`)."""
 
     def unsynced_copies(
-        self, remote_topic: str, partition: int, source_topic: str, start: int, timeout_s: float
+        self,
+        remote_topic: str,
+        partition: int,
+        source_topic: str,
+        start: int,
+        timeout_s: float,
+        after: int | None = None,
     ) -> list[tuple[int, int]]: ...
 
     def written_sync_end(
@@ -155,7 +161,13 @@ class _TargetSyncLog:
     settings: WorkerSettings
 
     def unsynced_copies(
-        self, remote_topic: str, partition: int, source_topic: str, start: int, timeout_s: float
+        self,
+        remote_topic: str,
+        partition: int,
+        source_topic: str,
+        start: int,
+        timeout_s: float,
+        after: int | None = None,
     ) -> list[tuple[int, int]]:
         s = self.settings
         return repair.unsynced_copies(
@@ -166,6 +178,7 @@ class _TargetSyncLog:
             source_topic,
             start,
             timeout_s=timeout_s,
+            after=after,
         )
 
     def written_sync_end(

@@ -50,9 +50,14 @@ def unsynced_copies(
     source_topic: str,
     committed: int,
     timeout_s: float = 60.0,
+    after: int | None = None,
 ) -> list[tuple[int, int]]:
     """``(source offset, target offset)`` of every copy in the remote partition's tail that was
-    made from ``source_topic``/``partition`` at or after source offset ``committed``."""
+    made from ``source_topic``/``partition`` at or after source offset ``committed``.
+
+    ``after``: every copy below that target offset is known to be mapped (the previous owner
+    handed the partition over cleanly, :mod:`failover.handover`): only what lies past it is read.
+    """
     consumer = Consumer(_tail_reader_config(target_client))
     try:
         tp = TopicPartition(remote_topic, partition)
@@ -60,6 +65,11 @@ def unsynced_copies(
         if marks is None:
             return []  # the remote partition does not exist yet: nothing copied there
         low, high = marks
+        if after is not None:
+            begin = max(low, after)
+            return _scan(
+                consumer, tp, begin, high, source_alias, source_topic, committed, timeout_s
+            )[0]
         window = FIRST_WINDOW
         while True:
             begin = max(low, high - window)

@@ -155,16 +155,27 @@ class SyncWriter:
         self.advance(lane)
         return bool(lane.rebuild_tickets)
 
-    def rebuild(self, lane: Lane, start: int, timeout_s: float = 60.0) -> list[int]:
+    def rebuild(
+        self,
+        lane: Lane,
+        start: int,
+        timeout_s: float = 60.0,
+        synced_to: tuple[bytes, int] | None = None,
+    ) -> list[int]:
         """Write syncs for copies on the target, made from source offsets ``start`` onwards,
         that a crash or a lost sync left unmapped (found by their provenance headers).
 
         Only copies past the last copy any written sync of the partition maps are rebuilt: the
         syncs written before a crash stay the record of what they map, and syncs are only ever
         appended in target order (what the index needs to take them without a conflict).
+        ``synced_to``: the previous owner's clean-handover mark (:mod:`failover.handover`); when
+        it is about this remote topic, only copies past its end are looked for.
         """
+        after = None
+        if synced_to is not None and synced_to[0] == lane.progress.target_topic_id:
+            after = synced_to[1]
         copies = self.sync_log.unsynced_copies(
-            lane.remote_topic, lane.source.partition, lane.source.topic, start, timeout_s
+            lane.remote_topic, lane.source.partition, lane.source.topic, start, timeout_s, after
         )
         if not copies:
             return []

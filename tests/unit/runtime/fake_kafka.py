@@ -1952,6 +1952,8 @@ class FakeSyncLog:
     def __init__(self, target: FakeCluster, settings: WorkerSettings) -> None:
         self.target = target
         self.settings = settings
+        #: (remote topic, partition, after) of every tail read, in order
+        self.tail_reads: list[tuple[str, int, int | None]] = []
 
     def _check_reachable(self) -> None:
         if self.target.down:
@@ -1968,16 +1970,23 @@ class FakeSyncLog:
         return found
 
     def unsynced_copies(
-        self, remote_topic: str, partition: int, source_topic: str, start: int, timeout_s: float
+        self,
+        remote_topic: str,
+        partition: int,
+        source_topic: str,
+        start: int,
+        timeout_s: float,
+        after: int | None = None,
     ) -> list[tuple[int, int]]:
         self._check_reachable()
+        self.tail_reads.append((remote_topic, partition, after))
         log = self.target._partition(remote_topic, partition)
         if log is None:
             return []
         low, high = log.log_start, log.end
         window = repair.FIRST_WINDOW
         while True:
-            begin = max(low, high - window)
+            begin = max(low, high - window) if after is None else max(low, after)
             copies: list[tuple[int, int]] = []
             reached = begin >= high
             for record in self._range(log, begin, high):
@@ -1993,7 +2002,7 @@ class FakeSyncLog:
                     reached = True
                     continue
                 copies.append((hop.offset, record.offset))
-            if reached or begin == low:
+            if reached or begin == low or after is not None:
                 return copies
             window *= 4
 

@@ -24,6 +24,7 @@ from drsvc.runtime.replication.exactly_once import ExactlyOnce
 from drsvc.runtime.replication.settings import worker_settings
 from drsvc.topology import load_topology_text
 from failover import naming, provenance
+from failover.handover import decode_synced_to
 from failover.offset_syncs import TopicPartition as SyncPartition
 from failover.partition_state import phase
 from failover.slots import SlotProgress
@@ -480,6 +481,34 @@ def test_the_next_engine_continues_from_the_committed_progress(delivery: str) ->
     for partition in range(2):
         assert flow.copied(partition) == flow.source_values(partition)
     assert flow.engine.stats.records_copied == 80
+
+
+def test_a_clean_handover_lets_the_next_worker_read_only_past_the_copies_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flow = new_flow()
+    produce(flow, 40)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    settings = flow.engine.settings
+    for partition in range(2):
+        committed = flow.east.group_offsets[settings.group_id][(TOPIC, partition)]
+        assert decode_synced_to(committed.metadata) == (
+            flow.west.topic_id(REMOTE),
+            flow.west.end_offset(REMOTE, partition),
+        )
+    sync_log = flow.kafka.sync_log()
+    sync_log.tail_reads.clear()
+    produce(flow, 10, first=40)
+    # A worker that lost partition 1 with a copy still in flight (a zombie) adds it after.
+    zombie = provenance.encode(provenance.Provenance("east", TOPIC, 1, 40))
+    flow.west.append(REMOTE, 1, b"1-40", headers=[(provenance.PROVENANCE_HEADER, zombie)])
+    flow.engine = ReplicationEngine(
+        settings, kafka=flow.kafka, clock=flow.clock, control=lambda: flow.control[0]
+    )
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    reads = {partition: after for _topic, partition, after in sync_log.tail_reads}
+    assert reads == {0: 40, 1: 40}  # only past the copies the first worker left
+    assert "rebuilding offset syncs of 1 copies" in caplog.text  # the zombie's, now mapped
 
 
 def test_an_exactly_once_slot_taken_over_is_taken_back_and_nothing_is_copied_twice() -> None:
