@@ -1,9 +1,8 @@
-"""At-least-once delivery: idempotent producers, a source consumer group, syncs before commits.
+"""At-least-once delivery: one idempotent producer, a source consumer group, syncs before commits.
 
 * The engine's source consumer (``read_committed``) is subscribed to the topics discovery finds,
   in the flow's consumer group on the source: workers of the same flow share the partitions.
-* Idempotent producers with ``acks=all`` write the copies, each partition always through the same
-  one (``producers`` of them; see :func:`producer_index`); delivery reports feed
+* One idempotent producer with ``acks=all`` writes every copy; delivery reports feed
   :class:`failover.copy_progress.PartitionProgress` per source partition: finished runs become
   offset syncs on ``drsvc.offset-syncs.<source>``, and the source group's offset is committed
   only up to the end of runs whose syncs the target acknowledged.
@@ -20,7 +19,6 @@
 from __future__ import annotations
 
 import logging
-import zlib
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
@@ -63,16 +61,6 @@ log = logging.getLogger(__name__)
 LAST_COPY_SCAN = 200_000
 
 
-def producer_index(topic: str, partition: int, producers: int) -> int:
-    """Which of a worker's ``producers`` writes the copies of a source partition.
-
-    Fixed for the worker's life: two producers writing one target partition could land their
-    copies out of order. Several are worth having because librdkafka sends one partition per
-    produce request and a broker serves a connection's requests one at a time, so a single
-    producer queues every partition's copies behind each other's requests."""
-    return (zlib.crc32(topic.encode()) + partition) % producers
-
-
 class AtLeastOnce:
     """The at-least-once mode of a :class:`ReplicationEngine` (see the module docstring)."""
 
@@ -83,9 +71,7 @@ class AtLeastOnce:
         self.settings = engine.settings
         self.stats = engine.stats
         self._subscribed: list[str] = []
-        #: the copies' producers; the first also writes the offset syncs
-        self._producers: list[Producer] = []
-        self._producer_of: dict[tuple[str, int], Producer] = {}
+        self._producer: Producer | None = None
         self._syncs: SyncWriter | None = None
         #: a fatal producer error (librdkafka cannot use the producer again): the worker stops
         self._fatal: str | None = None
@@ -103,25 +89,12 @@ class AtLeastOnce:
 
     def start(self) -> None:
         engine = self.engine
-        s = self.settings
-        count = max(1, s.producers)
-        config = producer_config(s)
-        # The queue limits are the worker's: shared out so more producers hold no more memory.
-        config["queue.buffering.max.messages"] = max(1000, s.producer_queue_messages // count)
-        config["queue.buffering.max.kbytes"] = max(1024, s.producer_queue_kbytes // count)
-        self._producers = [
-            engine.kafka.producer(
-                {
-                    **config,
-                    "client.id": f"{config['client.id']}-{index}" if index else config["client.id"],
-                    "error_cb": self.on_client_error,
-                }
-            )
-            for index in range(count)
-        ]
+        self._producer = engine.kafka.producer(
+            {**producer_config(self.settings), "error_cb": self.on_client_error}
+        )
         self._syncs = SyncWriter(
             self.settings,
-            self._producers[0],
+            self._producer,
             self.stats,
             engine.kafka.sync_log(),
             engine.clock,
@@ -133,27 +106,8 @@ class AtLeastOnce:
 
     @property
     def producer(self) -> Producer:
-        """The producer of the offset syncs (also the first of the copies')."""
-        assert self._producers
-        return self._producers[0]
-
-    def producer_of(self, lane: Lane) -> Producer:
-        producer = self._producer_of.get(lane.key)
-        if producer is None:
-            index = producer_index(lane.source.topic, lane.source.partition, len(self._producers))
-            producer = self._producer_of[lane.key] = self._producers[index]
-        return producer
-
-    def _poll_all(self, timeout_s: float) -> None:
-        """Serve every producer's delivery reports, waiting up to ``timeout_s`` in all."""
-        first, *others = self._producers
-        for producer in others:
-            producer.poll(0)
-        first.poll(timeout_s)
-
-    def _flush_all(self, timeout_s: float) -> None:
-        for producer in self._producers:
-            producer.flush(timeout_s)
+        assert self._producer is not None
+        return self._producer
 
     @property
     def syncs(self) -> SyncWriter:
@@ -189,13 +143,13 @@ class AtLeastOnce:
         self.raise_if_fatal()
 
     def idle(self, timeout_s: float) -> None:
-        self._poll_all(timeout_s)
+        self.producer.poll(timeout_s)
 
     def serve(self, timeout_s: float) -> None:
-        self._poll_all(timeout_s)
+        self.producer.poll(timeout_s)
 
     def after_batch(self, now: float) -> None:
-        self._poll_all(0)
+        self.producer.poll(0)
         s = self.settings
         if now >= self._next_seal:
             self._seal_runs()
@@ -211,7 +165,7 @@ class AtLeastOnce:
     # ------------------------------------------------------------------ the hot path's hooks
 
     def open(self, lane: Lane, now: float) -> Producer | None:
-        return self.producer_of(lane)
+        return self._producer
 
     def copied(self, lane: Lane, records: int) -> None:
         pass
@@ -575,16 +529,14 @@ class AtLeastOnce:
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Someone else owns these now: do not commit for them, and send none of their copies
-        # still queued, which would land between the new owner's copies without a sync. A
-        # purge takes all of a producer's queued records (librdkafka purges per producer):
-        # those of partitions still owned fail with a purge error and are copied again (a
-        # rewind). Only the producers of the lost partitions are purged.
+        # still queued, which would land between the new owner's copies without a sync. The
+        # purge takes every partition's queued records (librdkafka purges per producer): those
+        # of partitions still owned fail with a purge error and are copied again (a rewind).
         lanes = self._lanes_of(partitions)
         log.warning("flow %s lost %d partition(s)", self.settings.flow_id, len(lanes))
-        if lanes:
-            for producer in {id(p): p for p in map(self.producer_of, lanes)}.values():
-                producer.purge(in_queue=True, in_flight=False, blocking=True)
-            self._poll_all(0)
+        if self._producer is not None and lanes:
+            self._producer.purge(in_queue=True, in_flight=False, blocking=True)
+            self._producer.poll(0)
         self.engine.drop_lanes(lanes)
         consumer.unassign()
 
@@ -595,7 +547,8 @@ class AtLeastOnce:
     def _settle(self, lanes: list[Lane]) -> None:
         """Let in-flight records land, seal and write the syncs of ``lanes``, wait for them."""
         engine = self.engine
-        self._flush_all(self.settings.settle_timeout_s)
+        producer = self.producer
+        producer.flush(self.settings.settle_timeout_s)
         active = [lane for lane in lanes if lane.copying and lane.progress.accepting]
         if active:
             for position in engine.consumer.position([lane.source for lane in active]):
@@ -606,10 +559,10 @@ class AtLeastOnce:
             if lane.progress.ready_to_rewind:
                 lane.progress.rewind()
         self._write_syncs()
-        self._flush_all(self.settings.settle_timeout_s)
+        producer.flush(self.settings.settle_timeout_s)
 
     def shutdown(self) -> None:
-        if not self._producers:
+        if self._producer is None:
             return
         lanes = list(self.engine.lanes.values())
         if self._fatal is not None:
@@ -621,7 +574,7 @@ class AtLeastOnce:
             self._settle(lanes)
             self._commit(asynchronous=False, lanes=lanes, handover=True)
         finally:
-            self._flush_all(self.settings.settle_timeout_s)
+            self._producer.flush(self.settings.settle_timeout_s)
 
 
 def _handover_mark(lane: Lane) -> str | None:

@@ -54,9 +54,6 @@ class WorkerSettings:
     #: how often source progress is committed
     commit_interval_s: float = 1.0
     linger_ms: int = 5
-    #: at-least-once: producers of the copies per worker, each with its own connection to the
-    #: target (see :func:`.at_least_once.producer_index`); the queue limits below are shared
-    producers: int = 1
     compression: str = "lz4"
     producer_queue_messages: int = 200_000
     producer_queue_kbytes: int = 64 * 1024

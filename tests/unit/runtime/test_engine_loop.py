@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError
 from fake_kafka import FakeClock, FakeCluster, FakeKafka, FakeProducer, bootstrap_servers
 
 from drsvc.errors import FatalClientError
-from drsvc.runtime.replication.at_least_once import AtLeastOnce, producer_index
+from drsvc.runtime.replication.at_least_once import AtLeastOnce
 from drsvc.runtime.replication.control import FlowControl
 from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.exactly_once import ExactlyOnce
@@ -209,38 +209,6 @@ def test_reports_count_per_partition_and_sample_the_latency(delivery: str) -> No
         assert report.replicated_offset == 100  # type: ignore[attr-defined]
         assert report.latency_ms is not None  # type: ignore[attr-defined]
         assert report.remote_topic == REMOTE  # type: ignore[attr-defined]
-
-
-def test_several_producers_each_write_whole_partitions_in_order() -> None:
-    flow = new_flow(partitions=4, producers=3)
-    produce(flow, 150, partitions=4)
-    flow.west.create_topic(REMOTE, 4)
-    flow.west.fail_next_deliveries(REMOTE, 3, KafkaError._MSG_TIMED_OUT)
-    flow.run((both(caught_up(flow, 4), progress_at_end(flow, 4)), None))
-
-    copying = [p for p in flow.kafka.producers if p.cluster is flow.west]
-    assert len(copying) == 3
-    delivery = flow.engine.delivery
-    assert isinstance(delivery, AtLeastOnce)
-    owners = {partition: producer_index(TOPIC, partition, 3) for partition in range(4)}
-    assert len(set(owners.values())) > 1  # the partitions are shared out
-    for partition in range(4):
-        # A failed delivery rewinds its partition, which is then copied again from there in
-        # order, through the same producer.
-        copies, sources = flow.copied(partition), flow.source_values(partition)
-        assert copies[len(copies) - len(sources) :] == sources
-    # The queue limits are the worker's, shared out.
-    settings = flow.engine.settings
-    assert all(p.max_queued == settings.producer_queue_messages // 3 for p in copying)
-
-
-def test_the_producer_of_a_partition_is_fixed_and_within_range() -> None:
-    for producers in (1, 2, 5):
-        for partition in range(20):
-            index = producer_index("orders", partition, producers)
-            assert 0 <= index < producers
-            assert index == producer_index("orders", partition, producers)
-    assert {producer_index("orders", p, 2) for p in range(4)} == {0, 1}
 
 
 # ---------------------------------------------------------------------------------- failures
