@@ -21,7 +21,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from drsvc.demo.spark_check import run_verify, write_history
 from drsvc.demo.verdict import Unreplicated, Verdict, judge
 from drsvc.demo.workload import History, OrdersWorkload
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.devenv.ports import allocate_ports
 from drsvc.errors import ConfigError, LocalEnvError
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
@@ -109,7 +109,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     token_file = options.state_dir / "api-token"
     token_file.write_text(token)
     token_file.chmod(0o600)
-    port = _free_port()
+    (port,) = allocate_ports("127.0.0.1", 1)
     service = _start_service(topology, options.state_dir, token, port)
     reader = ApiReader(f"http://127.0.0.1:{port}", token)
     workload: OrdersWorkload | None = None
@@ -330,10 +330,15 @@ def _print_verdict(console: Console, result: DrillResult, options: DemoOptions) 
         ("unread and not reported (lost or skipped)", v.unread, "must be 0"),
         (
             "RPO: orders drsvc reported not replicated",
-            v.rpo_reported,
+            result.rpo_reported_records,
             f"failover {result.failover_id}",
         ),
-        ("   of which really never read", v.rpo_true, "must equal the reported"),
+        (
+            "   of which acknowledged to the producer",
+            v.rpo_reported,
+            "east can write an order and lose its ack",
+        ),
+        ("   of those, really never read", v.rpo_true, "must equal the acknowledged"),
         (
             "re-read after the unplanned failover",
             v.reread_after_unplanned,
@@ -552,12 +557,6 @@ def _status_line(workload: OrdersWorkload, reader: ApiReader) -> Callable[[], st
         )
 
     return line
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _spinner(console: Console) -> Progress:

@@ -6,20 +6,56 @@ that bootstrap addresses stay stable across restarts.
 
 from __future__ import annotations
 
+import random
 import socket
 from contextlib import ExitStack
+from pathlib import Path
 
-from drsvc.errors import PortInUseError
+from drsvc.errors import LocalEnvError, PortInUseError
+
+#: Where Linux keeps the range it picks outgoing connections' local ports from.
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: Linux's default ephemeral range, for systems without that file.
+DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
+#: The lowest port handed out (clear of the well-known and commonly registered ports).
+LOWEST_PORT = 10000
+
+
+def ephemeral_range(source: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (inclusive)."""
+    try:
+        low, high = (int(part) for part in source.read_text().split())
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL_RANGE
+    return low, high
+
+
+def candidate_ports(ephemeral: tuple[int, int]) -> range:
+    """The ports to allocate from: below the ephemeral range when there is room, else above."""
+    low, high = ephemeral
+    if low - LOWEST_PORT >= 2000:
+        return range(LOWEST_PORT, low)
+    return range(high + 1, 65536)
 
 
 def allocate_ports(host: str, count: int) -> list[int]:
-    """Return ``count`` distinct ports that are free for TCP and UDP on ``host`` right now."""
+    """Return ``count`` distinct ports that are free for TCP and UDP on ``host`` right now.
+
+    They are picked outside the kernel's ephemeral range: a port taken from that range (binding
+    port 0) can be given to any process's next outgoing connection as its local port before the
+    server it was chosen for binds it, which once kept a Consul agent from starting."""
+    candidates = list(candidate_ports(ephemeral_range()))
+    random.SystemRandom().shuffle(candidates)
     ports: list[int] = []
     with ExitStack() as held:
-        while len(ports) < count:
+        for port in candidates:
+            if len(ports) == count:
+                break
             tcp = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            tcp.bind((host, 0))
-            port = int(tcp.getsockname()[1])
+            try:
+                tcp.bind((host, port))
+            except OSError:
+                continue
             # Consul's serf ports listen on UDP too: a port must be free for both.
             udp = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
             try:
@@ -27,6 +63,11 @@ def allocate_ports(host: str, count: int) -> list[int]:
             except OSError:
                 continue
             ports.append(port)
+    if len(ports) < count:
+        raise LocalEnvError(
+            f"only {len(ports)} of the {count} ports needed are free on {host} outside the "
+            "ephemeral range; stop other local environments ('drsvc dev down') and try again"
+        )
     return ports
 
 

@@ -32,12 +32,13 @@ def expectations(produced: DataFrame, places: DataFrame) -> DataFrame:
     return produced.join(places.select(*PLACE_COLUMNS), ["cluster", "topic"])
 
 
-def _identified(observed: DataFrame) -> DataFrame:
+def identified(observed: DataFrame) -> DataFrame:
+    """The observed records that carry a workload identity (producer id and sequence)."""
     return observed.where(F.col("producer_id").isNotNull() & F.col("seq").isNotNull())
 
 
 def _found(observed: DataFrame) -> DataFrame:
-    return _identified(observed).select(
+    return identified(observed).select(
         F.col("cluster").alias("at_cluster"),
         F.col("topic").alias("at_topic"),
         "producer_id",
@@ -107,7 +108,7 @@ def duplicates(observed: DataFrame) -> DataFrame:
     """Records found more than once at one place: one row per record, with how many copies and
     where they are. The extra copies are ``copies - 1`` each (:func:`extra_copies`)."""
     return (
-        _identified(observed)
+        identified(observed)
         .groupBy("cluster", "topic", "producer_id", "seq")
         .agg(
             F.count(F.lit(1)).alias("copies"),
@@ -131,7 +132,7 @@ def reordered(observed: DataFrame) -> DataFrame:
     after a restart goes back and forth again, which is duplication (:func:`duplicates`), not
     reordering. ``after_seq`` is the highest sequence already seen before the record."""
     firsts = (
-        _identified(observed)
+        identified(observed)
         .groupBy("cluster", "topic", "partition", "producer_id", "seq")
         .agg(F.min("offset").alias("offset"))
     )
@@ -153,7 +154,7 @@ def altered(expected: DataFrame, observed: DataFrame) -> DataFrame:
     per copy, ``fields`` naming what differs; both timestamps are kept so that a timestamp
     difference can be told apart from clock or unit trouble."""
     e = expected.where(~F.col("aborted")).alias("e")
-    o = _identified(observed).alias("o")
+    o = identified(observed).alias("o")
     joined = e.join(
         o,
         (F.col("e.at_cluster") == F.col("o.cluster"))

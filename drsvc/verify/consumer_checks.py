@@ -12,14 +12,17 @@ processing into *before* (since its previous failover) and *after* (until its ne
   it. Records after the last one processed are not skipped, only not reached yet; records drsvc
   reported as not replicated (a closed range: the recovery point) are not skipped either, they
   are the recovery point, whose report the recovery-point check holds to the truth.
-- **recovery point**: per failover and source partition, the acknowledged records (before the
-  switch) whose copy was not on the new cluster below the cut-off, against the ranges drsvc
-  reported as not replicated. Every partition where the two counts differ is a violation.
+- **recovery point**: per failover and source partition, the records the old cluster held before
+  the switch whose copy was not on the new cluster below the cut-off, against the ranges drsvc
+  reported as not replicated. Every partition where the two counts differ is a violation. The
+  records it held are the acknowledged ones and those it wrote without the producer hearing back
+  (the acknowledgement lost as the cluster went down): drsvc sees the cluster's log, not the
+  producer's, so those count too.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from drsvc.verify import checks
@@ -139,14 +142,19 @@ def recovery_point(
     switches = failovers.groupBy("failover_id", "from_cluster", "to_cluster").agg(
         F.min("at_ms").alias("at_ms")
     )
-    due = (
+    crossing = (F.col("cluster") == F.col("from_cluster")) & (
+        F.col("at_cluster") == F.col("to_cluster")
+    )
+    due_columns = ["failover_id", "cluster", "topic", "partition", "at_cluster", "at_topic",
+                   "producer_id", "seq"]  # fmt: skip
+    acknowledged = (
         expected.where(~F.col("aborted"))
-        .join(
-            switches,
-            (F.col("cluster") == F.col("from_cluster"))
-            & (F.col("at_cluster") == F.col("to_cluster")),
-        )
+        .join(switches, crossing)
         .where(F.col("ack_ms") < F.col("at_ms"))
+        .select(*due_columns)
+    )
+    due = acknowledged.unionByName(
+        unacknowledged_before_switch(expected, observed, switches, crossing).select(*due_columns)
     )
     present = (
         observed.where(F.col("producer_id").isNotNull())
@@ -180,6 +188,23 @@ def recovery_point(
         actual.join(reported, part, "full_outer")
         .fillna(0, subset=["actual", "reported"])
         .fillna(True, subset=["exact"])
+    )
+
+
+def unacknowledged_before_switch(
+    expected: DataFrame, observed: DataFrame, switches: DataFrame, crossing: Column
+) -> DataFrame:
+    """Records found on a switch's old cluster, in a produced topic, that their producer never
+    heard were acknowledged there, written (their timestamp) before the switch."""
+    produced_here = expected.select("cluster", "topic", "producer_id", "seq").distinct()
+    routes = expected.select(*checks.PLACE_COLUMNS).distinct()
+    return (
+        checks.identified(observed)
+        .select("cluster", "topic", "partition", "producer_id", "seq", "timestamp_ms")
+        .join(produced_here, ["cluster", "topic", "producer_id", "seq"], "left_anti")
+        .join(routes, ["cluster", "topic"])
+        .join(switches, crossing)
+        .where(F.col("timestamp_ms") < F.col("at_ms"))
     )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 from replication_support import end_offsets, read_all, wait_for
 
+from drsvc.devenv.ports import allocate_ports
 from failover import naming, provenance
 from failover.checkpoints import Checkpoint, CheckpointKey, decode_key, decode_value
 
@@ -27,9 +27,8 @@ CHECKPOINTS = "east.checkpoints.internal"
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    (port,) = allocate_ports("127.0.0.1", 1)
+    return port
 
 
 class AgentProcess:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from verify_frames import Rec, copies, keys, observed, places, produced, workload
+from verify_frames import BASE_TS, Rec, copies, keys, observed, places, produced, workload
 
 from drsvc.verify import checks, consumer_checks, histories
 
@@ -119,6 +119,36 @@ def test_rpo_catches_an_under_reported_loss(spark: SparkSession, source: list[Re
     rows = recovery(spark, source, replicated=6, reported=3)
     bad = consumer_checks.rpo_mismatches(rows)
     assert keys(bad, "partition", "actual", "reported") == [(0, 4, 3)]
+
+
+def test_a_record_the_old_cluster_wrote_without_acknowledging_counts_in_the_recovery_point(
+    spark: SparkSession, source: list[Rec]
+) -> None:
+    # East wrote all ten records, but its acknowledgement of the last was lost as it went down;
+    # nine crossed. drsvc sees east's log, so it reports the tenth: the truth, not an over-report.
+    acknowledged, written = source[:9], source
+    west = observed(spark, copies(acknowledged, "east", "t"), "west", "east.t")
+    everywhere = west.unionByName(observed(spark, written, "east", "t"))
+    cutoffs = spark.createDataFrame(
+        [histories.Cutoff("f1", "west", "east.t", 0, 9)], histories.CUTOFFS.spark()
+    )
+
+    def rows(reported: bool, at_ms: int) -> DataFrame:
+        ranges = [histories.Unreplicated("f1", "east", "t", 0, 9, 9)] if reported else []
+        switch = histories.FailoverEvent("f1", "g", "east", "west", at_ms, False)
+        return consumer_checks.recovery_point(
+            expected(spark, acknowledged),
+            everywhere,
+            spark.createDataFrame([switch], histories.FAILOVERS.spark()),
+            cutoffs,
+            spark.createDataFrame(ranges, histories.UNREPLICATED.spark()),
+        )
+
+    after_all = BASE_TS + 10**6
+    assert keys(rows(True, after_all), "partition", "actual", "reported") == [(0, 1, 1)]
+    assert keys(consumer_checks.rpo_mismatches(rows(False, after_all)), "actual") == [(1,)]
+    # written at or after the switch: not part of the recovery point
+    assert consumer_checks.rpo_mismatches(rows(False, source[9].timestamp_ms)).count() == 0
 
 
 def test_records_reported_as_not_replicated_are_the_recovery_point_not_skipped(
