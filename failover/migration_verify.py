@@ -81,6 +81,8 @@ class GroupComparison:
             return "unknown"
         if self.target_position < self.translated:
             return "behind"
+        # Ahead is fine: after its cutover the group reads on from there on the target, while
+        # its source position stays where it left the source.
         return "ok"
 
     def problems(self) -> list[str]:

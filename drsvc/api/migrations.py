@@ -29,7 +29,7 @@ from drsvc.runtime.migration.start import prepare_start
 from drsvc.runtime.migration.status import app_phases, migration_apps, read_migration_status
 from drsvc.settings import Settings
 from drsvc.topology.models import Topology
-from drsvc.verify.migration_job import GroupPosition, compare
+from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
 from drsvc.verify.spark import build_session
 from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverRecord, FailoverRequest
@@ -166,6 +166,7 @@ class MigrationService:
             GroupPosition(*row)
             for row in group_positions(ctx.topology, ctx.migration, ctx.bootstrap, set(topics))
         ]
+        stored = ctx.store.read(name)
         started = time.monotonic()
         spark = build_session(
             jars=load_components(self._settings.cache_dir).spark_kafka.jars,
@@ -180,6 +181,7 @@ class MigrationService:
                 ctx.migration.source,
                 topics,
                 positions,
+                taken_over_starts(stored.state.takeover if stored.state else None),
             )
         finally:
             spark.stop()

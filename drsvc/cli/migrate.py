@@ -44,7 +44,7 @@ from drsvc.runtime.migration.status import (
     read_migration_status,
 )
 from drsvc.settings import Settings
-from drsvc.verify.migration_job import GroupPosition, compare
+from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
 from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, build_session
 from failover.errors import FailoverRefused
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
@@ -373,6 +373,7 @@ def _verify_command(app: typer.Typer) -> None:
             GroupPosition(*row)
             for row in group_positions(ctx.topology, ctx.migration, ctx.bootstrap, set(topics))
         ]
+        stored = ctx.store.read(ctx.migration.name)
         jars = load_components(Settings.from_env(state_dir=state_dir).cache_dir).spark_kafka.jars
         started = time.monotonic()
         spark = build_session(
@@ -391,6 +392,7 @@ def _verify_command(app: typer.Typer) -> None:
                 ctx.migration.source,
                 topics,
                 positions,
+                taken_over_starts(stored.state.takeover if stored.state else None),
             )
         finally:
             spark.stop()

@@ -5,18 +5,21 @@ Both clusters are read once with Spark's Kafka source, up to their ends when the
 Each record gets a fingerprint: xxhash64 of its key, value, headers (without drsvc's provenance
 headers) and timestamp. A copy on the target is matched to its source record by its newest
 provenance header naming the source cluster (topic, partition, offset); records on the target
-without one were written there after a cutover. Per partition each side is aggregated on its own
-(count, first and last offset, the fingerprints summed as decimals, so the sums cannot overflow:
-a checksum of each side), and a full outer join of records and copies counts missing, altered
-and orphaned copies; copies beyond one per source offset are duplicates.
+without one were written there after a cutover, or, after taking over from MirrorMaker 2, are
+its copies: below the offset drsvc took over from, those are matched to the source records by
+content (the n-th target record with a fingerprint to the n-th source record with it, both in
+offset order; MirrorMaker keeps key, value, headers and timestamp). Per partition each side is
+aggregated on its own (count, first and last offset, the fingerprints summed as decimals, so the
+sums cannot overflow: a checksum of each side), and a full outer join of records and copies
+counts missing, altered and orphaned copies; copies beyond one per source offset are duplicates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -85,7 +88,11 @@ def compare(
     source_alias: str,
     topics: Sequence[str],
     groups: Iterable[GroupPosition] = (),
+    taken_over: Mapping[tuple[str, int], int] | None = None,
 ) -> MigrationVerdict:
+    """``taken_over``: per partition the source offset drsvc took a MirrorMaker 2 copy over
+    from (the migration's ``takeover``): the target's records without provenance below it are
+    MirrorMaker's copies."""
     source = (
         read_topics(spark, source_bootstrap, topics)
         .select(
@@ -96,7 +103,8 @@ def compare(
         )
         .cache()
     )
-    copies = _copies(read_topics(spark, target_bootstrap, topics), source_alias).cache()
+    copies = _copies(read_topics(spark, target_bootstrap, topics), source_alias)
+    copies = _with_mirror_maker_copies(spark, source, copies, taken_over or {}).cache()
     # Each cluster is read once: the queries below share these two cached frames.
     source.count()
     copies.count()
@@ -133,6 +141,49 @@ def compare(
     copies.unpersist()
     source.unpersist()
     return verdict(partitions, group_rows)
+
+
+def taken_over_starts(
+    takeover: Mapping[str, Mapping[int, int]] | None,
+) -> dict[tuple[str, int], int]:
+    """A migration state's ``takeover`` (topic -> partition -> source offset) as per-partition
+    starts for :func:`compare`."""
+    return {(t, p): o for t, parts in (takeover or {}).items() for p, o in parts.items()}
+
+
+def _with_mirror_maker_copies(
+    spark: SparkSession,
+    source: DataFrame,
+    copies: DataFrame,
+    taken_over: Mapping[tuple[str, int], int],
+) -> DataFrame:
+    """``copies`` with a source offset for MirrorMaker 2's copies in taken-over partitions:
+    the n-th record without provenance with a fingerprint is the copy of the n-th source record
+    with that fingerprint below the takeover start (unmatched ones stay without one)."""
+    if not taken_over:
+        return copies
+    starts = spark.createDataFrame(
+        [(t, p, o) for (t, p), o in sorted(taken_over.items())],
+        "topic string, partition int, takeover_start long",
+    )
+    keys = ["topic", "partition"]
+    plain = copies.where(F.col("src_offset").isNull()).join(starts.select(*keys), keys)
+    rest = copies.join(plain.select(*keys, "target_offset"), [*keys, "target_offset"], "left_anti")
+    nth_by = Window.partitionBy("topic", "partition", "fp")
+    originals = (
+        source.join(starts, keys)
+        .where(F.col("src_offset") < F.col("takeover_start"))
+        .select(*keys, "src_offset", F.col("sfp").alias("fp"))
+        .withColumn("nth", F.row_number().over(nth_by.orderBy("src_offset")))
+    )
+    matched = (
+        plain.drop("src_offset")
+        .withColumn("fp", F.col("tfp"))
+        .withColumn("nth", F.row_number().over(nth_by.orderBy("target_offset")))
+        .join(originals, [*keys, "fp", "nth"], "left")
+        .select(*keys, "target_offset", "src_offset", "tfp")
+    )
+    return rest.unionByName(matched)
 
 
 def _per_partition(source: DataFrame, copied: DataFrame, joined: DataFrame) -> DataFrame:

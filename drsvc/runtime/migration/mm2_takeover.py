@@ -245,12 +245,13 @@ def plan_takeover(
     return plan
 
 
-def commit_takeover(clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float = 30.0) -> None:
-    """Commit the positions as the drsvc flow's progress; refused when the flow already has
-    progress of its own (it copied before: taking over now would copy twice or skip)."""
+def refuse_if_the_flow_copied(
+    clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float = 30.0
+) -> None:
+    """Refuse (:class:`FailoverRefused`) when drsvc's flow already has progress of its own on
+    a partition to take over: it copied before, and taking over now would copy twice or skip."""
     group = naming.replicator_group(clusters.source, clusters.target)
     config = clusters.source_config
-    admin = admin_client(config["bootstrap.servers"], {**config, **QUIET})
     consumer = Consumer({**config, **QUIET, "group.id": group, "enable.auto.commit": False})
     try:
         wanted = [TopicPartition(t, p) for t, p in plan.starts]
@@ -263,6 +264,15 @@ def commit_takeover(clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float 
             f" ({len(existing)} partition(s), e.g. {existing[0].topic}-{existing[0].partition}"
             f" at {existing[0].offset}): it copied already, taking over now would copy twice"
         )
+
+
+def commit_takeover(clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float = 30.0) -> None:
+    """Commit the positions as the drsvc flow's progress; refused when the flow already has
+    progress of its own (:func:`refuse_if_the_flow_copied`, checked again right before)."""
+    refuse_if_the_flow_copied(clusters, plan, timeout_s)
+    group = naming.replicator_group(clusters.source, clusters.target)
+    config = clusters.source_config
+    admin = admin_client(config["bootstrap.servers"], {**config, **QUIET})
     answers = alter_group_offsets(admin, group, plan.starts, timeout_s)
     failed = {tp: err for tp, err in answers.items() if err is not None}
     if failed:

@@ -14,6 +14,7 @@ from drsvc.runtime.migration.mm2_takeover import (
     commit_takeover,
     mm2_clusters,
     plan_takeover,
+    refuse_if_the_flow_copied,
 )
 from drsvc.runtime.migration.plan_reader import MigrationPlanReport, read_migration_plan
 from drsvc.runtime.migration.store import MigrationStore
@@ -81,6 +82,8 @@ def prepare_start(
             t.topic: t.partitions for t in report.plan.topics if t.action in ("create", "match")
         }
         takeover = plan_takeover(clusters, copied, list_topic_names(admin, timeout_s))
+        # Before anything is created: a refusal must leave the target as it was.
+        refuse_if_the_flow_copied(clusters, takeover)
     created: list[str] = []
     for topic in report.plan.with_action("create"):
         try:
