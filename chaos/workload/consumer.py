@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from chaos.workload.client_logs import client_logger
 from drsvc.verify.histories import COMMITS, CONSUMED, Commit, ConsumedRecord, HistoryTable
 from drsvc.verify.identity import parse
 
@@ -94,6 +95,7 @@ class HistoryConsumer:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
+            "logger": client_logger(),
         }
         config.update(self.spec.config)
         return config

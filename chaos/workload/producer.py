@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, Producer
 
+from chaos.workload.client_logs import client_logger
 from chaos.workload.shapes import PlannedRecord, RecordFactory, Shape
 from drsvc.verify.histories import PRODUCED, HistoryTable, ProducedRecord
 
@@ -154,6 +155,7 @@ class SequenceProducer:
             "enable.idempotence": True,
             "linger.ms": 5,
             "client.id": f"chaos-{self.spec.producer_id}",
+            "logger": client_logger(),
         }
         if self.spec.transactional:
             config["transactional.id"] = f"chaos-{self.spec.producer_id}"

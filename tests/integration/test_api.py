@@ -242,6 +242,45 @@ def test_the_same_request_id_is_one_failover(api: Api) -> None:
     assert active_cluster(api.consul, api.namespace) == there
 
 
+def _shape(value: Any) -> Any:
+    """The keys of a JSON document, nested, without the values."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return None
+
+
+def test_a_failback_through_the_api_needs_the_token_and_is_listed(api: Api) -> None:
+    if active_cluster(api.consul, api.namespace) == "east":  # the preferred cluster: move away
+        moved = api.post("/v1/apps/app/failover", {"to": "west"}, headers=AUTH)
+        assert moved.status_code == 202, moved.text
+        assert api.wait_ended(moved.json()["id"])["state"] == "completed"
+    wrong = {"Authorization": "Bearer " + "x" * len(TOKEN)}
+    assert api.post("/v1/apps/app/failback", {}).status_code == 401
+    assert api.post("/v1/apps/app/failback", {}, headers=wrong).status_code == 403
+    assert api.post("/v1/apps/nope/failback", {}, headers=AUTH).status_code == 404
+    bad = api.post("/v1/apps/app/failback", {"dry_run": "maybe"}, headers=AUTH)
+    assert bad.status_code == 422, bad.text
+    assert active_cluster(api.consul, api.namespace) == "west"  # none of those changed anything
+    plan = api.post("/v1/apps/app/failback", {"dry_run": True}, headers=AUTH)
+    assert plan.status_code == 200 and plan.json()["to"] == "east", plan.text
+    answer = api.post("/v1/apps/app/failback", None, headers=AUTH)  # no body: to the preferred
+    assert answer.status_code == 202, answer.text
+    assert answer.headers["Location"] == f"/v1/failovers/{answer.json()['id']}"
+    done = api.wait_ended(answer.json()["id"])
+    assert done["state"] == "completed" and done["to"] == "east", done
+    assert active_cluster(api.consul, api.namespace) == "east"
+    ids = [r["id"] for r in api.get("/v1/failovers").json()]
+    assert done["id"] in ids, ids
+    # A failover through the CLI has the same record shape, nested, as this one.
+    code, through_cli, err = api.cli("failover", "--app", "app", "--to", "west", "--json")
+    assert code == 0, err
+    assert _shape({k: v for k, v in through_cli.items() if k != "recovery"}) == _shape(
+        {k: v for k, v in done.items() if k != "recovery"}
+    )
+
+
 @pytest.fixture
 def browser() -> Iterator[Any]:
     """Debian's chromium, headless, driven by its chromedriver (installed by the setup)."""

@@ -248,8 +248,9 @@ def test_two_controllers_fail_an_opted_in_application_over_once(
     assert {(u.topic, u.partition) for u in record.unreplicated} == {
         (setup.topic, p) for p in range(PARTITIONS)
     }
-    # A sanity bound, not the target: detection (Consul's 2 s checks, 2 s probes), the
-    # threshold, the clients' lease (2 s, waited 3 s) and the failover's own probes of east.
+    # A sanity bound, not the target: timing on a shared machine belongs in a benchmark, and
+    # bench/controller_bench.py measures the target (west active within threshold + 5 s).
+    print(f"west active {moved_after:.1f}s after east's brokers stopped (threshold {THRESHOLD_S}s)")
     assert moved_after <= THRESHOLD_S + 20, moved_after
     # The application without auto_failover stays on east.
     assert ActiveDocument("east", lease_ms=LEASE_MS).encode() == client.kv_get(
