@@ -26,9 +26,10 @@ from drsvc.cli.common import (
 from drsvc.cli.failover import build_executor
 from drsvc.errors import ConfigError
 from drsvc.runtime.controller.controller import DrController
-from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe
+from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe, HeartbeatArrivals, Source
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.runtime.failover.executor import LockTiming
+from drsvc.runtime.heartbeats.observer import HeartbeatObserver
 from drsvc.runtime.metrics_server import serve_metrics
 from drsvc.settings import Settings
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
@@ -36,6 +37,9 @@ from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 log = logging.getLogger("drsvc.controller")
 
 PROBE_TIMEOUT_S = 2.0
+#: A cluster's heartbeats (one a second by default) that have not arrived for this long no
+#: longer say it is reachable: three intervals, so one late copy is not taken for silence.
+HEARTBEAT_SILENCE_S = 3.0
 
 ReplicaOption = Annotated[
     str | None,
@@ -69,6 +73,11 @@ def register(app: typer.Typer) -> None:
         # A dead cluster's probe waits out its timeout: short, since the decision needs every
         # vantage point to agree anyway, and it is paid on every cycle and twice per failover.
         probes = KafkaFailoverClusters(topology, bootstraps, probe_timeout_s=PROBE_TIMEOUT_S)
+        # The probe also asks whether the applications' partitions there have leaders.
+        app_topics = sorted({t for app in topology.applications for t in app.topics})
+        # Every cluster's heartbeats, read on every cluster: one more vantage point per cluster.
+        heartbeats = HeartbeatObserver(topology, bootstraps)
+        heartbeats.start()
         controller = DrController(
             topology,
             # It fails over only what every vantage point, its own probe included, found
@@ -82,7 +91,11 @@ def register(app: typer.Typer) -> None:
                 look_at_lost_cluster=False,
             ),
             ConsulCoordinator(address),
-            [DirectProbe(name, probes.reachable), ConsulHealth(ConsulClient(address))],
+            [
+                DirectProbe(name, lambda alias: probes.serves(alias, app_topics)),
+                ConsulHealth(ConsulClient(address)),
+                *_heartbeat_vantages(heartbeats),
+            ],
             replica=name,
             lock_timing=timing,
         )
@@ -95,4 +108,15 @@ def register(app: typer.Typer) -> None:
             "controller %s: unreachable_after_s=%s cooldown_s=%s interval_s=%s, takeover %.0fs",
             name, c.unreachable_after_s, c.cooldown_s, c.interval_s, timing.takeover_s,
         )  # fmt: skip
-        controller.run(stop)
+        try:
+            controller.run(stop)
+        finally:
+            heartbeats.stop(timeout_s=2.0)
+
+
+def _heartbeat_vantages(observer: HeartbeatObserver) -> list[Source]:
+    """A vantage point per cluster that heartbeats are read on (:class:`HeartbeatArrivals`)."""
+    return [
+        HeartbeatArrivals(alias, observer.freshness, HEARTBEAT_SILENCE_S)
+        for alias in sorted(observer.routes)
+    ]

@@ -1,9 +1,16 @@
 """Where the controller's observations come from: one per cluster and vantage point per cycle.
 
-* ``probe@<replica>``: the controller itself asks the cluster for its metadata.
+* ``probe@<replica>``: the controller itself asks the cluster for its metadata; a cluster that
+  answers while partitions of the applications' topics have no leader counts as unreachable.
 * ``consul``: the health of the cluster's ``kafka-<alias>`` service, whose TCP checks run on the
   Consul agent of the cluster's own site (a site lost with its agent turns critical once Consul
   notices the agent is gone).
+* ``heartbeats@<C>``: the cluster's heartbeats as they arrive on cluster C (copied there by the
+  flow into C, or, on the cluster itself, written by its emitter): whether the cluster still
+  writes and its writes still reach C. Says nothing before the stream was first seen, and, for
+  another cluster C, while C's own heartbeats are not fresh on C (C itself cannot be read, so no
+  silence there says anything about the cluster). A fresh stream reached the cluster when its
+  last heartbeat arrived, and that is the time the observation carries.
 
 Each source may say nothing (no observation) when it cannot tell: a service that is not
 registered, or Consul itself unreachable. The decision needs enough fresh vantage points to agree
@@ -19,14 +26,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.errors import DrsvcError
 from failover.dr_decision import Observation
+from failover.heartbeats import Freshness
 
-__all__ = ["ConsulHealth", "DirectProbe", "Observer"]
+__all__ = ["ConsulHealth", "DirectProbe", "HeartbeatArrivals", "Observer"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +83,42 @@ class ConsulHealth:
             check["Status"] == "passing" for entry in entries for check in entry["Checks"]
         )
         return Observation(cluster, self.vantage, passing, now_s)
+
+
+class HeartbeatArrivals:
+    """The vantage point of cluster ``observer``: do each cluster's heartbeats still arrive
+    there? ``freshness`` gives every (observing cluster, source) pair's freshness now (a
+    :class:`drsvc.runtime.heartbeats.observer.HeartbeatObserver` running in this process);
+    ``fresh_within_s``: the longest silence of a live stream (a few heartbeat intervals)."""
+
+    def __init__(
+        self,
+        observer: str,
+        freshness: Callable[[], Mapping[tuple[str, str], Freshness]],
+        fresh_within_s: float,
+    ) -> None:
+        self.observer = observer
+        self.vantage = f"heartbeats@{observer}"
+        self._freshness = freshness
+        self._fresh_within_s = fresh_within_s
+
+    def __call__(self, cluster: str, now_s: float) -> Observation | None:
+        pairs = self._freshness()
+        stream = pairs.get((self.observer, cluster))
+        if stream is None or not stream.seen:
+            return None  # never seen here: heartbeats may not run, or not reach this cluster
+        if cluster != self.observer:
+            own = pairs.get((self.observer, self.observer))
+            if own is None or not own.seen or own.seconds > self._fresh_within_s:
+                return None  # this cluster cannot be read (or writes nothing): no evidence
+        if stream.seconds <= self._fresh_within_s:
+            return Observation(
+                cluster, self.vantage, True, now_s - stream.seconds,
+                f"last heartbeat {stream.seconds:.1f}s ago",
+            )  # fmt: skip
+        return Observation(
+            cluster, self.vantage, False, now_s, f"no heartbeat for {stream.seconds:.1f}s"
+        )
 
 
 class Observer:

@@ -19,7 +19,7 @@ from drsvc.adapters.kafka_admin import (
     describe_topics,
     list_offsets,
 )
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
 from drsvc.runtime.failover.replay import ReplaySource, ReplayTarget, replay
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
@@ -125,6 +125,34 @@ class KafkaFailoverClusters:
         except Exception:
             return False
         return bool(metadata.brokers)
+
+    def serves(self, alias: str, topics: Collection[str], timeout_s: float | None = None) -> bool:
+        """Does the cluster answer a metadata request, and has every partition of those of
+        ``topics`` it holds a leader? Raises :class:`KafkaUnavailableError` naming the
+        partitions without one: the cluster answers, but cannot serve them."""
+        config = self.client_config(alias)
+        admin = admin_client(config["bootstrap.servers"], config)
+        try:
+            metadata = admin.list_topics(
+                timeout=self._probe_timeout_s if timeout_s is None else timeout_s
+            )
+        except Exception:
+            return False
+        if not metadata.brokers:
+            return False
+        leaderless = sorted(
+            f"{name}-{p.id}"
+            for name in topics
+            if (topic := metadata.topics.get(name)) is not None and topic.error is None
+            for p in topic.partitions.values()
+            if p.leader < 0
+        )
+        if leaderless:
+            shown = ", ".join(leaderless[:5]) + (" ..." if len(leaderless) > 5 else "")
+            raise KafkaUnavailableError(
+                f"{alias} answers but {len(leaderless)} partition(s) have no leader: {shown}"
+            )
+        return True
 
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
         views = {alias: self._view(alias) for alias in (from_alias, to_alias)}

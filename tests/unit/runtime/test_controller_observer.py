@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from drsvc.runtime.controller.observe import DirectProbe, Observer
+from drsvc.runtime.controller.observe import DirectProbe, HeartbeatArrivals, Observer
 from failover.dr_decision import Observation
+from failover.heartbeats import Freshness, FreshnessState
 
 
 def test_a_slow_source_does_not_hold_the_cycle_and_its_answer_comes_later() -> None:
@@ -72,3 +73,36 @@ def test_the_probe_stamps_its_answer_with_the_time_it_came() -> None:
     seen = DirectProbe("c1", reachable)("east", 50.0)
     assert seen is not None and seen.reachable
     assert 50.15 <= seen.at_s < 51.0
+
+
+def stream(seconds: float, advances: int = 3) -> Freshness:
+    state = FreshnessState.STALE if seconds > 5 else FreshnessState.FRESH
+    return Freshness(seconds, state, 10 if advances else None, advances)
+
+
+def arrivals(pairs: dict[tuple[str, str], Freshness]) -> HeartbeatArrivals:
+    return HeartbeatArrivals("west", lambda: pairs, fresh_within_s=3.0)
+
+
+def test_fresh_heartbeats_reached_the_cluster_when_the_last_one_arrived() -> None:
+    seen = arrivals({("west", "west"): stream(0.5), ("west", "east"): stream(1.5)})("east", 100.0)
+    assert seen == Observation("east", "heartbeats@west", True, 98.5, "last heartbeat 1.5s ago")
+
+
+def test_silent_heartbeats_say_the_cluster_no_longer_reaches_this_one() -> None:
+    seen = arrivals({("west", "west"): stream(0.5), ("west", "east"): stream(7.0)})("east", 100.0)
+    assert seen is not None and (seen.reachable, seen.at_s) == (False, 100.0)
+
+
+def test_no_evidence_says_nothing() -> None:
+    fresh_west = stream(0.5)
+    # never seen here: heartbeats may not run at all
+    assert arrivals({("west", "west"): fresh_west})("east", 100.0) is None
+    never = stream(9.0, advances=0)
+    assert arrivals({("west", "west"): fresh_west, ("west", "east"): never})("east", 100.0) is None
+    # west itself is not read (or writes nothing): east's silence there proves nothing
+    west_silent = {("west", "west"): stream(9.0), ("west", "east"): stream(9.0)}
+    assert arrivals(west_silent)("east", 100.0) is None
+    # but west's own silence is evidence about west
+    own = arrivals(west_silent)("west", 100.0)
+    assert own is not None and not own.reachable
