@@ -34,6 +34,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from replication_bench import source_revision
+
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.client import FailoverConsumer, FailoverProducer, NoActiveClusterError
@@ -153,6 +155,8 @@ def one_run(env: LocalEnvironment, consul: str, clusters: dict[str, str], run: i
     ]
     processes.append(drsvc(["checkpoints", "-t", str(path), "--consul", consul,
                             "--state-dir", str(logs / "agent")], logs / "agent.log"))  # fmt: skip
+    # As drsvc run does: heartbeats on every cluster, one more vantage point of the controller.
+    processes.append(drsvc(["heartbeats", "-t", str(path)], logs / "heartbeats.log"))
     app = App(name, path, topic, consul)
     try:
         deadline = time.monotonic() + 60
@@ -261,6 +265,7 @@ def main() -> None:
         **{k: summary([r[k] for r in runs]) for k in ("deactivated_s", "activated_s", "rto_s")},
         "load_average": os.getloadavg(),
         "machine": platform.platform(),
+        **source_revision(),
         "took_s": round(time.time() - started, 1),
     }
     text = json.dumps(result, indent=2)
