@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Protocol
 
+from confluent_kafka.admin import ClusterMetadata  # type: ignore[attr-defined]
+
 from drsvc.adapters.kafka_admin import (
     PartitionError,
     admin_client,
@@ -115,7 +117,8 @@ class KafkaFailoverClusters:
             self._views[alias] = KafkaClusterView(alias, self.client_config(alias), self._timeout_s)
         return self._views[alias]
 
-    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
+    def _metadata(self, alias: str, timeout_s: float | None) -> ClusterMetadata | None:
+        """The cluster's metadata, or None when it does not answer (with brokers) in time."""
         config = self.client_config(alias)
         admin = admin_client(config["bootstrap.servers"], config)
         try:
@@ -123,22 +126,18 @@ class KafkaFailoverClusters:
                 timeout=self._probe_timeout_s if timeout_s is None else timeout_s
             )
         except Exception:
-            return False
-        return bool(metadata.brokers)
+            return None
+        return metadata if metadata.brokers else None
+
+    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
+        return self._metadata(alias, timeout_s) is not None
 
     def serves(self, alias: str, topics: Collection[str], timeout_s: float | None = None) -> bool:
         """Does the cluster answer a metadata request, and has every partition of those of
         ``topics`` it holds a leader? Raises :class:`KafkaUnavailableError` naming the
         partitions without one: the cluster answers, but cannot serve them."""
-        config = self.client_config(alias)
-        admin = admin_client(config["bootstrap.servers"], config)
-        try:
-            metadata = admin.list_topics(
-                timeout=self._probe_timeout_s if timeout_s is None else timeout_s
-            )
-        except Exception:
-            return False
-        if not metadata.brokers:
+        metadata = self._metadata(alias, timeout_s)
+        if metadata is None:
             return False
         leaderless = sorted(
             f"{name}-{p.id}"
