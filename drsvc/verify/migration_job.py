@@ -167,8 +167,13 @@ def _with_mirror_maker_copies(
         "topic string, partition int, takeover_start long",
     )
     keys = ["topic", "partition"]
-    plain = copies.where(F.col("src_offset").isNull()).join(starts.select(*keys), keys)
-    rest = copies.join(plain.select(*keys, "target_offset"), [*keys, "target_offset"], "left_anti")
+    # Each copy learns whether its partition was taken over (a tiny, broadcast frame): the
+    # records to match are a filter, not a join over every target record's offset.
+    taken = F.broadcast(starts.select(*keys, F.lit(True).alias("taken")))
+    tagged = copies.join(taken, keys, "left")
+    unmatched = F.col("src_offset").isNull() & F.col("taken").isNotNull()
+    plain = tagged.where(unmatched).drop("taken")
+    rest = tagged.where(~unmatched).drop("taken")
     nth_by = Window.partitionBy("topic", "partition", "fp")
     originals = (
         source.join(starts, keys)
