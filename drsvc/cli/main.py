@@ -6,29 +6,13 @@ turns those into one clear line on stderr and a non-zero exit code instead of a 
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
 import typer
 
-from drsvc.cli import (
-    api,
-    checkpoints,
-    controller,
-    demo,
-    dev,
-    failover,
-    flow,
-    heartbeats,
-    migrate,
-    replicate,
-    run,
-    status,
-    topology,
-    translate,
-    verify,
-)
 from drsvc.errors import ConfigError, DrsvcError
 
 EXIT_FAILURE = 1
@@ -46,8 +30,38 @@ KNOWN_PLUGINS = {
 }
 
 
-def build_app() -> typer.Typer:
-    """Assemble the command tree (built on call, never at import time)."""
+#: The command groups (``drsvc dev ...``): name -> module of ``drsvc.cli`` with ``build_app()``.
+COMMAND_GROUPS = {"dev": "dev", "topology": "topology", "flow": "flow", "migrate": "migrate"}
+
+#: The top-level commands: name -> module of ``drsvc.cli`` whose ``register(app)`` adds it (one
+#: module may add several). Listed in the order ``drsvc --help`` shows them.
+COMMANDS = {
+    "replicate": "replicate",
+    "demo": "demo",
+    "translate": "translate",
+    "failover": "failover",
+    "failback": "failover",
+    "failovers": "failover",
+    "recover": "failover",
+    "apps": "failover",
+    "status": "status",
+    "heartbeats": "heartbeats",
+    "checkpoints": "checkpoints",
+    "run": "run",
+    "controller": "controller",
+    "api": "api",
+    "verify": "verify",
+}
+
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """Assemble the command tree (built on call, never at import time).
+
+    Given the built-in command about to run, only the module that defines it is imported. The
+    modules import what their commands need at the top, and some need a lot (the API imports
+    FastAPI, faust and PySpark): a replication worker that loaded all of it would carry about
+    80 MiB it never uses, in every worker process ``drsvc run`` starts.
+    """
     app = typer.Typer(
         name="drsvc",
         help="Active/active disaster recovery and failover for Apache Kafka.",
@@ -55,23 +69,42 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,
         add_completion=False,
     )
-    app.add_typer(dev.build_app(), name="dev")
-    app.add_typer(topology.build_app(), name="topology")
-    app.add_typer(flow.build_app(), name="flow")
-    app.add_typer(migrate.build_app(), name="migrate")
-    replicate.register(app)
-    demo.register(app)
-    translate.register(app)
-    failover.register(app)
-    status.register(app)
-    heartbeats.register(app)
-    checkpoints.register(app)
-    run.register(app)
-    controller.register(app)
-    api.register(app)
-    verify.register(app)
-    add_plugins(app)
+    # Always a group: Typer would turn an app of one command into that command itself.
+    app.callback()(_no_options)
+    if command in COMMAND_GROUPS:
+        _add_group(app, command)
+    elif command in COMMANDS:
+        _register(app, COMMANDS[command])
+    else:
+        for group in COMMAND_GROUPS:
+            _add_group(app, group)
+        for module in dict.fromkeys(COMMANDS.values()):
+            _register(app, module)
+        add_plugins(app)
     return app
+
+
+def _no_options() -> None:
+    pass
+
+
+def _add_group(app: typer.Typer, name: str) -> None:
+    module = importlib.import_module(f"drsvc.cli.{COMMAND_GROUPS[name]}")
+    build: Callable[[], typer.Typer] = module.build_app
+    app.add_typer(build(), name=name)
+
+
+def _register(app: typer.Typer, module_name: str) -> None:
+    module = importlib.import_module(f"drsvc.cli.{module_name}")
+    register: Callable[[typer.Typer], None] = module.register
+    register(app)
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command word of a ``drsvc`` command line (``None`` for ``drsvc --help``)."""
+    if argv and not argv[0].startswith("-"):
+        return argv[0]
+    return None
 
 
 def add_plugins(app: typer.Typer) -> None:
@@ -105,9 +138,10 @@ def _unavailable(app: typer.Typer, name: str, why: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``drsvc`` console script."""
-    app = build_app()
+    args = list(sys.argv[1:] if argv is None else argv)
+    app = build_app(command_of(args))
     try:
-        app(args=argv, prog_name="drsvc")
+        app(args=args, prog_name="drsvc")
     except DrsvcError as err:
         print(f"drsvc: error: {err}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT if isinstance(err, ConfigError) else EXIT_FAILURE)
