@@ -26,9 +26,19 @@ def consumer_config(s: WorkerSettings) -> dict[str, Any]:
             "session.timeout.ms": s.membership_session_timeout_ms,
             "heartbeat.interval.ms": max(500, s.membership_session_timeout_ms // 10),
             "topic.metadata.refresh.interval.ms": int(s.refresh_interval_s * 1000),
-            "fetch.wait.max.ms": 100,
+            # Let the broker gather 16 KiB (or 10 ms) per fetch instead of answering each new
+            # record at once: at 10,000 records/s on loopback two workers otherwise sent fetches
+            # nonstop, the source broker's own acknowledgements slowed, and p99 reached seconds
+            # (bench/README.md). Costs an idle worker 100 empty fetches/s per broker.
+            "fetch.min.bytes": 16 * 1024,
+            "fetch.wait.max.ms": 10,
             "queued.max.messages.kbytes": s.fetch_queue_kbytes,
-            "max.partition.fetch.bytes": 4 * 1024 * 1024,
+            # What one fetch response may hold per partition. Every queued record costs librdkafka
+            # about 600 bytes on top of its payload, so at 100-byte records a 4 MiB slice of each
+            # of 12 partitions held 440,000 records and peaked a worker at 360 MiB; 1 MiB (the
+            # Kafka default) keeps it near 200 MiB and costs no measured throughput at either
+            # size (bench/README.md). Larger records still arrive whole.
+            "max.partition.fetch.bytes": 1024 * 1024,
             "client.id": naming.flow_client_id(s.flow_id),
             "log_level": 4,
         }
