@@ -36,8 +36,8 @@ def consumer_config(s: WorkerSettings) -> dict[str, Any]:
             # What one fetch response may hold per partition. Every queued record costs librdkafka
             # about 600 bytes on top of its payload, so at 100-byte records a 4 MiB slice of each
             # of 12 partitions held 440,000 records and peaked a worker at 360 MiB; 1 MiB (the
-            # Kafka default) keeps it near 200 MiB and costs no measured throughput at either
-            # size (bench/README.md). Larger records still arrive whole.
+            # Kafka default) keeps it near 200 MiB. The rate stayed within the runs' spread, at
+            # 1 KB with medians 5-10 % lower (bench/README.md). Larger records still arrive whole.
             "max.partition.fetch.bytes": 1024 * 1024,
             "client.id": naming.flow_client_id(s.flow_id),
             "log_level": 4,
