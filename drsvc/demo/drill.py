@@ -338,7 +338,7 @@ def _print_verdict(console: Console, result: DrillResult, options: DemoOptions) 
             v.rpo_reported,
             "east can write an order and lose its ack",
         ),
-        ("   of those, really never read", v.rpo_true, "must equal the acknowledged"),
+        ("   of those, never read from a copy", v.rpo_true, "must equal the acknowledged"),
         (
             "re-read after the unplanned failover",
             v.reread_after_unplanned,

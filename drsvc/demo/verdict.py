@@ -46,7 +46,8 @@ class Verdict:
     unread: int
     #: acknowledged orders drsvc reported as never replicated (the recovery point)
     rpo_reported: int
-    #: of those, orders indeed never read anywhere (all of them, when the report is true)
+    #: of those, orders never read from another cluster than their own (all of them, when the
+    #: report is true: the application may have read one on its own cluster before the loss)
     rpo_true: int
     reread_after_unplanned: int
     reread_after_planned: int
@@ -92,12 +93,14 @@ def judge(
                 reread_unplanned += 1
         seen.add(r.seq)
     never_read = {a.seq for a in acked} - seen
+    origin = {a.seq: a.cluster for a in acked}
+    crossed = {r.seq for r in reads if r.cluster != origin.get(r.seq, r.cluster)}
     return Verdict(
         acknowledged=len(acked),
         read=len(seen),
         unread=len(never_read - reported),
         rpo_reported=len(reported),
-        rpo_true=len(never_read & reported),
+        rpo_true=len(reported - crossed),
         reread_after_unplanned=reread_unplanned,
         reread_after_planned=reread_planned,
         duplicates=sum(1 for n in Counter(r.seq for r in reads).values() if n > 1),

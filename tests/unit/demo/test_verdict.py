@@ -48,6 +48,14 @@ def test_reported_orders_may_stay_unread_but_must_really_be_unread() -> None:
     assert (v.rpo_reported, v.rpo_true, v.passed) == (2, 1, False)
 
 
+def test_an_order_read_on_its_own_cluster_before_the_loss_can_still_be_unreplicated() -> None:
+    lost = Unreplicated("east", 0, 5, 5)
+    sent = [acked(s) for s in range(6)]
+    reads = [read(s, "east", 60) for s in range(6)]
+    v = judge(sent, reads, [lost], fault_at=FAULT, failback_at=None)
+    assert (v.rpo_reported, v.rpo_true, v.unread, v.passed) == (1, 1, 0, True)
+
+
 def test_orders_written_after_the_fault_are_never_in_the_reported_range() -> None:
     open_range = Unreplicated("east", 0, 5, None)
     late = acked(9, at=FAULT + 50)
