@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -246,6 +247,16 @@ class StartProcess:
 
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+    def log_size(self) -> int:
+        return self.log_file.stat().st_size
+
+    def paused_since(self, offset: int) -> int:
+        """Partitions the copier said it paused in what it logged after ``offset``."""
+        with self.log_file.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
+        return sum(int(n) for n in re.findall(r"paused (\d+) partition\(s\)", text))
 
     def stop(self, timeout_s: float = 60) -> int:
         if self.proc.poll() is None:

@@ -162,9 +162,15 @@ def test_migration_with_running_producers_loses_nothing_and_resumes_exactly(  # 
         assert table_code == 0
 
         # The copy is paused and the producers keep writing: a cutover is refused and changes
-        # nothing. (Dry runs until the workers follow the pause, so nothing can start early.)
+        # nothing. It waits for the copier's own word that it paused every partition: one
+        # refused dry run only shows a lag at that moment, and a copier that had not yet seen
+        # the pause could catch up within the real cutover's check, which would then start.
         control = flow_control_key(ns, "east", "west")
+        log_offset = copier.log_size()
         consul.kv_put(control, json.dumps({"paused": True}))
+        partitions = 12 + 2 + 4 + 3 + 1
+        wait_for(lambda: copier.paused_since(log_offset) >= partitions, 30,
+                 "the copier to pause every partition", interval_s=0.5)  # fmt: skip
 
         def refused() -> bool:
             return drsvc("migrate", "cutover", *t, "--app", "orders-app", "--dry-run",
