@@ -12,31 +12,28 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import (
-    Consumer,
-    KafkaError,
     Producer,
-    TopicPartition,
 )
 from replication_support import (
     create,
     produce,
     sequence_records,
-    wait_for,
     write_topology,
 )
 from translation_support import (
     by_partition,
     check_moved_exactly,
+    commit_at,
+    compacted_history,
     consume_and_commit,
     delete_before,
+    hole_and_tombstone,
     read_from,
+    read_keyed,
     replicate,
     replicated_topic,
     stable_ends,
@@ -44,7 +41,6 @@ from translation_support import (
     translated,
 )
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic, set_topic_configs
 from drsvc.devenv.environment import EnvironmentInfo
 
 pytestmark = pytest.mark.timeout(90)
@@ -296,74 +292,13 @@ def test_unknown_group_and_cluster_are_refused(
 
 # -- compacted topics -----------------------------------------------------------------------------
 
-Keyed = dict[int, list[tuple[int, bytes | None, bytes | None]]]
-
-
-def read_keyed(bootstrap: str, topic: str, starts: Mapping[int, int]) -> Keyed:
-    """``{p: [(offset, key, value), ...]}`` from ``starts[p]`` to the end (tombstones kept)."""
-    ends = stable_ends(bootstrap, topic, max(starts) + 1)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "tr-keyed-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    read: Keyed = {p: [] for p in starts}
-    try:
-        consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
-        reading = {p for p in starts if starts[p] < ends[p]}
-        while reading:
-            for msg in consumer.consume(1000, 1.0):
-                p, offset = msg.partition(), msg.offset()
-                assert p is not None and offset is not None
-                if msg.error() is not None:
-                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                    reading.discard(p)
-                    continue
-                read[p].append((offset, msg.key(), msg.value()))
-                if offset + 1 >= ends[p]:
-                    reading.discard(p)
-    finally:
-        consumer.close()
-    return read
-
 
 def test_failover_on_a_compacted_topic_with_tombstones(
     cluster_pair: EnvironmentInfo, tmp_path: Path
 ) -> None:
     east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
     topic = "tr-compact"
-    admin = admin_client(east)
-    aggressive = {
-        "cleanup.policy": "compact",
-        "segment.ms": "100",
-        "min.cleanable.dirty.ratio": "0.01",
-        "min.compaction.lag.ms": "0",
-        "delete.retention.ms": "86400000",  # tombstones stay: they must be copied too
-    }
-    assert create_topic(admin, topic, 2, config=aggressive)
-    rounds: list[list[tuple[int, bytes | None, bytes | None, Any, int]]] = [
-        [(k % 2, f"k{k}".encode(), f"v1-{k}".encode(), [], 0) for k in range(300)],
-        [(k % 2, f"k{k}".encode(), None if k % 5 == 0 else f"v2-{k}".encode(), [], 0)
-         for k in range(0, 300, 3)],
-        [(k % 2, f"k{k}".encode(), f"v3-{k}".encode(), [], 0) for k in range(0, 300, 7)],
-    ]  # fmt: skip
-    for records in rounds:
-        produce(east, topic, records)
-        time.sleep(1.2)  # past segment.ms: the next round rolls a new segment
-    produce(east, topic, [(p, b"roll", b"roll", [], 0) for p in range(2)])
-
-    def compacted() -> bool:
-        records = read_keyed(east, topic, {0: 0, 1: 0})
-        return all(len(r) < r[-1][0] + 1 for r in records.values())
-
-    wait_for(compacted, 60, "the log cleaner to compact both partitions")
-    # The copies on west get the source's configs: calm them so west keeps what it copied.
-    set_topic_configs(admin, topic, {"segment.ms": "604800000", "min.cleanable.dirty.ratio": "0.9"})
-
+    compacted_history(east, topic)
     topology = write_topology(
         tmp_path / "tr.yaml",
         "tr",
@@ -372,12 +307,8 @@ def test_failover_on_a_compacted_topic_with_tombstones(
     )
     replicate(topology, ["east->west"], tmp_path, {"east": east}, [f"east->west:{topic}:2"])
     everything = read_keyed(east, topic, {0: 0, 1: 0})
-    assert any(v is None for r in everything.values() for _o, _k, v in r), "no tombstone left"
-    offsets = {p: [o for o, _k, _v in r] for p, r in everything.items()}
-    gap = next(o for o in range(offsets[0][-1]) if o not in set(offsets[0]))
-    tombstone = next(o for o, _k, v in everything[1] if v is None)
-    stops = {0: gap, 1: tombstone}  # in a hole the cleaner left; on a tombstone
-    consume_and_commit_keyed(east, topic, "tr-compact-group", stops)
+    stops = hole_and_tombstone(everything)
+    commit_at(east, topic, "tr-compact-group", stops)
 
     result = translate(topology, "tr-compact-group", "east", "west")
     rows = translated(result, f"east.{topic}")
@@ -388,16 +319,3 @@ def test_failover_on_a_compacted_topic_with_tombstones(
         expected = [(k, v) for o, k, v in everything[p] if o >= stops[p]]
         got = [(k, v) for _o, k, v in after[p]]
         assert got == expected, f"partition {p}: {len(got)} read on west, {len(expected)} wanted"
-
-
-def consume_and_commit_keyed(
-    bootstrap: str, topic: str, group: str, stops: Mapping[int, int]
-) -> None:
-    """Group ``group`` commits ``stops[p]`` on ``topic`` (as if it had consumed up to there)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in stops.items()], asynchronous=False
-        )
-    finally:
-        consumer.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from replication_support import (
     write_topology,
 )
 
-from drsvc.adapters.kafka_admin import admin_client
+from drsvc.adapters.kafka_admin import admin_client, create_topic, set_topic_configs
 from failover import naming
 
 Values = dict[int, list[bytes]]
@@ -245,3 +246,93 @@ def replicated_topic(
     )
     replicate(topology, ["east->west"], tmp_path, {"east": east}, [f"east->west:{topic}:3"])
     return topology
+
+
+# -- compacted topics -----------------------------------------------------------------------------
+
+Keyed = dict[int, list[tuple[int, bytes | None, bytes | None]]]
+
+
+def read_keyed(bootstrap: str, topic: str, starts: Mapping[int, int]) -> Keyed:
+    """``{p: [(offset, key, value), ...]}`` from ``starts[p]`` to the end (tombstones kept)."""
+    ends = stable_ends(bootstrap, topic, max(starts) + 1)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "tr-keyed-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    read: Keyed = {p: [] for p in starts}
+    try:
+        consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+        reading = {p for p in starts if starts[p] < ends[p]}
+        while reading:
+            for msg in consumer.consume(1000, 1.0):
+                p, offset = msg.partition(), msg.offset()
+                assert p is not None and offset is not None
+                if msg.error() is not None:
+                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                    reading.discard(p)
+                    continue
+                read[p].append((offset, msg.key(), msg.value()))
+                if offset + 1 >= ends[p]:
+                    reading.discard(p)
+    finally:
+        consumer.close()
+    return read
+
+
+def compacted_history(bootstrap: str, topic: str) -> None:
+    """Create ``topic`` (2 partitions) compacted, write three rounds of overwrites and tombstones
+    and wait until the log cleaner has left holes in both partitions; then calm its configs, so
+    the log stays as it is and copies that take its configs are not compacted further."""
+    admin = admin_client(bootstrap)
+    aggressive = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0",
+        "delete.retention.ms": "86400000",  # tombstones stay: they must be copied too
+    }
+    assert create_topic(admin, topic, 2, config=aggressive)
+    rounds: list[list[tuple[int, bytes | None, bytes | None, Any, int]]] = [
+        [(k % 2, f"k{k}".encode(), f"v1-{k}".encode(), [], 0) for k in range(300)],
+        [(k % 2, f"k{k}".encode(), None if k % 5 == 0 else f"v2-{k}".encode(), [], 0)
+         for k in range(0, 300, 3)],
+        [(k % 2, f"k{k}".encode(), f"v3-{k}".encode(), [], 0) for k in range(0, 300, 7)],
+    ]  # fmt: skip
+    for records in rounds:
+        produce(bootstrap, topic, records)
+        time.sleep(1.2)  # past segment.ms: the next round rolls a new segment
+    produce(bootstrap, topic, [(p, b"roll", b"roll", [], 0) for p in range(2)])
+
+    def compacted() -> bool:
+        records = read_keyed(bootstrap, topic, {0: 0, 1: 0})
+        return all(len(r) < r[-1][0] + 1 for r in records.values())
+
+    wait_for(compacted, 60, "the log cleaner to compact both partitions")
+    set_topic_configs(admin, topic, {"segment.ms": "604800000", "min.cleanable.dirty.ratio": "0.9"})
+
+
+def hole_and_tombstone(log: Keyed) -> dict[int, int]:
+    """Where a group stops in the hardest places: partition 0 in a hole the cleaner left,
+    partition 1 on a tombstone."""
+    offsets = {o for o, _k, _v in log[0]}
+    assert any(v is None for r in log.values() for _o, _k, v in r), "no tombstone left"
+    gap = next(o for o in range(max(offsets)) if o not in offsets)
+    tombstone = next(o for o, _k, v in log[1] if v is None)
+    return {0: gap, 1: tombstone}
+
+
+def commit_at(bootstrap: str, topic: str, group: str, stops: Mapping[int, int]) -> None:
+    """Group ``group`` commits ``stops[p]`` on ``topic`` (as if it had consumed up to there)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in stops.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
