@@ -263,7 +263,7 @@ def free_port() -> int:
 
 
 def drsvc_topology(
-    source: str, target: str, topics: list[str], delivery: str, name: str
+    source: str, target: str, topics: list[str], delivery: str, name: str, linger_ms: int = 5
 ) -> dict[str, Any]:
     return {
         "name": name,
@@ -275,22 +275,35 @@ def drsvc_topology(
                 "topics": {"include": [f"^{t}$" for t in topics]},
                 "delivery": delivery,
                 "start": "earliest",
+                "linger_ms": linger_ms,
             }
         ],
     }
 
 
 def launch_drsvc(
-    system: System, work: Path, source: str, target: str, topics: list[str]
+    system: System,
+    work: Path,
+    source: str,
+    target: str,
+    topics: list[str],
+    *,
+    latency: bool = False,
 ) -> Launched:
-    """``drsvc run --roles replicate --workers-per-flow N``, as a user runs the flow."""
+    """``drsvc run --roles replicate --workers-per-flow N``, as a user runs the flow: with the
+    flow's ``linger_ms`` at 100 for volume, as MM2's producer gets, and at its default 5 in
+    latency runs, as MM2's does too."""
     tag = uuid.uuid4().hex[:8]
     run_dir = work / f"drsvc-{tag}"
     run_dir.mkdir(parents=True)
     topology = run_dir / "topology.yaml"
     # JSON is YAML: the topology file as drsvc reads any other.
     topology.write_text(
-        json.dumps(drsvc_topology(source, target, topics, system.delivery, f"bench-{tag}"))
+        json.dumps(
+            drsvc_topology(
+                source, target, topics, system.delivery, f"bench-{tag}", 5 if latency else 100
+            )
+        )
     )
     command = [
         str(Path(sys.executable).parent / "drsvc"),
@@ -1105,7 +1118,7 @@ def latency(
     rb.new_topic(source_admin, topic, PARTITIONS)
     source = env.source_for(rtt)
     if system.kind == "drsvc":
-        launched = launch_drsvc(system, work, source, env.direct[TARGET], [topic])
+        launched = launch_drsvc(system, work, source, env.direct[TARGET], [topic], latency=True)
     else:
         launched = launch_mm2(
             system,

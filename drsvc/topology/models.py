@@ -269,6 +269,15 @@ class Flow(FrozenModel):
         description="Where to start partitions with no progress: earliest, latest or"
         " {timestamp: ...}.",
     )
+    linger_ms: int = Field(
+        default=5,
+        ge=0,
+        le=1000,
+        description="How long the target producer waits to fill a batch (librdkafka's"
+        " linger.ms). 5 keeps replication latency low; 50-100 copies a backlog (a catch-up, a"
+        " migration) with fewer, larger requests, which leaves the target broker more CPU,"
+        " at up to that much added latency.",
+    )
     multi_hop: bool = Field(
         default=True,
         description="Also copy topics that reached the source from a third cluster"

@@ -53,6 +53,7 @@ class WorkerSettings:
     seal_interval_s: float = 0.2
     #: how often source progress is committed
     commit_interval_s: float = 1.0
+    #: the flow's linger_ms (how long the target producer waits to fill a batch)
     linger_ms: int = 5
     compression: str = "lz4"
     producer_queue_messages: int = 200_000
@@ -128,6 +129,7 @@ def worker_settings(
         "control_key": naming.flow_control_key(topology.namespace, flow.source, flow.target),
         "delivery": flow.delivery,
         "standby": flow.standby,
+        "linger_ms": flow.linger_ms,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return WorkerSettings(**values)  # type: ignore[arg-type]

@@ -168,6 +168,10 @@ def test_namespace_can_be_set() -> None:
             ["flows[0].source: required, but missing"],
         ),
         (
+            TWO + "flows: [{source: east, target: west, linger_ms: 5000}]\n",
+            ["flows[0].linger_ms: Input should be less than or equal to 1000 (got 5000)"],
+        ),
+        (
             "clusters: {east: {}}\n",
             ["name: required, but missing"],
         ),
