@@ -30,7 +30,7 @@ from drsvc.runtime.migration.status import app_phases, migration_apps, read_migr
 from drsvc.settings import Settings
 from drsvc.topology.models import Topology
 from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
-from drsvc.verify.spark import build_session
+from drsvc.verify.spark import verification_session
 from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverRecord, FailoverRequest
 
@@ -168,12 +168,11 @@ class MigrationService:
         ]
         stored = ctx.store.read(name)
         started = time.monotonic()
-        spark = build_session(
+        with verification_session(
             jars=load_components(self._settings.cache_dir).spark_kafka.jars,
             app_name="drsvc-migrate-verify",
             conf={"spark.ui.showConsoleProgress": "false"},
-        )
-        try:
+        ) as spark:
             found = compare(
                 spark,
                 ctx.bootstrap[ctx.migration.source],
@@ -183,8 +182,6 @@ class MigrationService:
                 positions,
                 taken_over_starts(stored.state.takeover if stored.state else None),
             )
-        finally:
-            spark.stop()
         return {
             "migration": name,
             **found.as_dict(),

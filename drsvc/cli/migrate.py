@@ -45,7 +45,7 @@ from drsvc.runtime.migration.status import (
 )
 from drsvc.settings import Settings
 from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
-from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, build_session
+from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, verification_session
 from failover.errors import FailoverRefused
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 from failover.migration_plan import ACTIONS
@@ -376,15 +376,14 @@ def _verify_command(app: typer.Typer) -> None:
         stored = ctx.store.read(ctx.migration.name)
         jars = load_components(Settings.from_env(state_dir=state_dir).cache_dir).spark_kafka.jars
         started = time.monotonic()
-        spark = build_session(
+        with verification_session(
             master,
             jars=jars,
             driver_memory=driver_memory,
             app_name="drsvc-migrate-verify",
             shuffle_partitions=2,
             conf={"spark.ui.showConsoleProgress": "false"},
-        )
-        try:
+        ) as spark:
             found = compare(
                 spark,
                 ctx.bootstrap[ctx.migration.source],
@@ -394,8 +393,6 @@ def _verify_command(app: typer.Typer) -> None:
                 positions,
                 taken_over_starts(stored.state.takeover if stored.state else None),
             )
-        finally:
-            spark.stop()
         document = {
             "migration": ctx.migration.name,
             **found.as_dict(),

@@ -17,7 +17,7 @@ from drsvc.devenv.components import load_components
 from drsvc.errors import ConfigError
 from drsvc.settings import Settings
 from drsvc.verify import job
-from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, build_session
+from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, verification_session
 from drsvc.verify.verdict import CHECKS, Verdict
 
 HELP = (
@@ -65,14 +65,13 @@ def register(app: typer.Typer) -> None:
         topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
         jars = load_components(Settings.from_env().cache_dir).spark_kafka.jars
         started = time.monotonic()
-        spark = build_session(
+        with verification_session(
             master,
             jars=jars,
             shuffle_partitions=shuffle_partitions,
             driver_memory=driver_memory,
-        )
-        spark_started = time.monotonic() - started
-        try:
+        ) as spark:
+            spark_started = time.monotonic() - started
             places = job.plan_places(topology, job.written_topics(spark, history))
             request = job.VerifyRequest(
                 history_dir=history,
@@ -85,8 +84,6 @@ def register(app: typer.Typer) -> None:
                 sample=sample,
             )
             verdict = job.run(spark, request)
-        finally:
-            spark.stop()
         if as_json:
             document = verdict.as_dict()
             document["spark_start_s"] = round(spark_started, 1)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -43,3 +46,49 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+class _SharedSession:
+    """Who uses this process's Spark session, and whether this module started it.
+
+    A process has one Spark session (getOrCreate hands the same one to every caller), so a job
+    that stops it when done also stops it under every other job still running (two verify
+    requests to the API at once) and under whoever started it before (a test process, a
+    notebook). It is stopped when the last job done here is finished, and only if no session
+    existed when the first of them started."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.started_here = False
+
+
+_SHARED = _SharedSession()
+
+
+@contextmanager
+def verification_session(
+    master: str = DEFAULT_MASTER,
+    jars: Sequence[Path] = (),
+    app_name: str = "drsvc-verify",
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    conf: Mapping[str, str] | None = None,
+) -> Iterator[SparkSession]:
+    """:func:`build_session` for one job, stopped afterwards unless it is still someone's (see
+    :class:`_SharedSession`)."""
+    shared = _SHARED
+    with shared.lock:
+        if shared.users == 0:
+            shared.started_here = SparkContext._active_spark_context is None
+        session = build_session(
+            master, jars, app_name, shuffle_partitions, driver_memory, conf=conf
+        )
+        shared.users += 1
+    try:
+        yield session
+    finally:
+        with shared.lock:
+            shared.users -= 1
+            if shared.users == 0 and shared.started_here:
+                session.stop()
