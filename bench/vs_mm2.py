@@ -465,7 +465,8 @@ def launch_limit(
     java: str,
 ) -> Launched:
     """Kafka's consumer perf tool reading the backlog and its producer perf tool writing as many
-    records of the same size to the target, started together, with drsvc's client settings."""
+    records of the same size to the target, started together, with the client settings drsvc and
+    MM2 get in volume runs (the producer lingers 100 ms as theirs do)."""
     tag = uuid.uuid4().hex[:8]
     run_dir = work / f"limit-{tag}"
     run_dir.mkdir(parents=True)
@@ -513,7 +514,7 @@ def launch_limit(
         "acks=all",
         "enable.idempotence=true",
         "compression.type=lz4",
-        "linger.ms=5",
+        "linger.ms=100",
         f"batch.size={1024 * 1024}",
         f"buffer.memory={256 * 1024 * 1024}",
     ]
