@@ -1,4 +1,4 @@
-"""At-least-once delivery: one idempotent producer, a source consumer group, syncs before commits.
+"""At-least-once delivery: idempotent producers, a source consumer group, syncs before commits.
 
 * The engine's source consumer (``read_committed``) is subscribed to the topics discovery finds,
   in the flow's consumer group on the source: workers of the same flow share the partitions.
@@ -6,6 +6,10 @@
   :class:`failover.copy_progress.PartitionProgress` per source partition: finished runs become
   offset syncs on ``drsvc.offset-syncs.<source>``, and the source group's offset is committed
   only up to the end of runs whose syncs the target acknowledged.
+* A second idempotent producer writes only the syncs, with a short linger of its own: the
+  copies may linger long to fill batches (``linger_ms``), and a translated position should not
+  wait for that twice. A sync is written only after its copies were acknowledged, so nothing
+  orders one producer's writes after the other's.
 * Any failed delivery (including message timeouts during a long target outage) stops that
   partition, lets in-flight records settle, and rewinds it to the first record that did not make
   it, with a growing pause between attempts (the lane's state machine decides; this module
@@ -25,7 +29,11 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from drsvc.errors import FatalClientError, KafkaUnavailableError
 from drsvc.runtime.replication.boundary import Consumer, Producer, TopicCatalog
-from drsvc.runtime.replication.client_configs import consumer_config, producer_config
+from drsvc.runtime.replication.client_configs import (
+    consumer_config,
+    producer_config,
+    sync_producer_config,
+)
 from drsvc.runtime.replication.lane import Lane
 from drsvc.runtime.replication.settings import keepalive_policy
 from drsvc.runtime.replication.sync_writer import SyncWriter
@@ -72,6 +80,8 @@ class AtLeastOnce:
         self.stats = engine.stats
         self._subscribed: list[str] = []
         self._producer: Producer | None = None
+        #: writes the offset syncs only (see the module docstring)
+        self._sync_producer: Producer | None = None
         self._syncs: SyncWriter | None = None
         #: a fatal producer error (librdkafka cannot use the producer again): the worker stops
         self._fatal: str | None = None
@@ -92,9 +102,12 @@ class AtLeastOnce:
         self._producer = engine.kafka.producer(
             {**producer_config(self.settings), "error_cb": self.on_client_error}
         )
+        self._sync_producer = engine.kafka.producer(
+            {**sync_producer_config(self.settings), "error_cb": self.on_client_error}
+        )
         self._syncs = SyncWriter(
             self.settings,
-            self._producer,
+            self._sync_producer,
             self.stats,
             engine.kafka.sync_log(),
             engine.clock,
@@ -108,6 +121,11 @@ class AtLeastOnce:
     def producer(self) -> Producer:
         assert self._producer is not None
         return self._producer
+
+    @property
+    def sync_producer(self) -> Producer:
+        assert self._sync_producer is not None
+        return self._sync_producer
 
     @property
     def syncs(self) -> SyncWriter:
@@ -126,7 +144,7 @@ class AtLeastOnce:
             )
 
     def on_client_error(self, err: KafkaError) -> None:
-        """The producer's error callback (connection trouble, or a fatal error)."""
+        """Both producers' error callback (connection trouble, or a fatal error)."""
         if err.fatal():
             self._fatal = err.str()
             log.error("flow %s: fatal producer error: %s", self.settings.flow_id, err.str())
@@ -143,13 +161,19 @@ class AtLeastOnce:
         self.raise_if_fatal()
 
     def idle(self, timeout_s: float) -> None:
-        self.producer.poll(timeout_s)
+        self._serve(timeout_s)
 
     def serve(self, timeout_s: float) -> None:
+        self._serve(timeout_s)
+
+    def _serve(self, timeout_s: float) -> None:
+        """Serve both producers' delivery reports, waiting up to ``timeout_s`` on the copies'."""
+        self.sync_producer.poll(0)
         self.producer.poll(timeout_s)
+        self.sync_producer.poll(0)
 
     def after_batch(self, now: float) -> None:
-        self.producer.poll(0)
+        self._serve(0)
         s = self.settings
         if now >= self._next_seal:
             self._seal_runs()
@@ -171,7 +195,7 @@ class AtLeastOnce:
         pass
 
     def queue_full(self, lane: Lane, producer: Producer) -> bool:
-        producer.poll(0.05)
+        self._serve(0.05)
         return lane.progress.accepting
 
     def refused(self, lane: Lane, offset: int, epoch: int, err: KafkaError) -> None:
@@ -532,11 +556,16 @@ class AtLeastOnce:
         # still queued, which would land between the new owner's copies without a sync. The
         # purge takes every partition's queued records (librdkafka purges per producer): those
         # of partitions still owned fail with a purge error and are copied again (a rewind).
+        # Queued syncs go too: landing after the new owner's, they would break the order of the
+        # partition's syncs; a purged sync of a partition still owned is a lost sync write,
+        # repaired as any other.
         lanes = self._lanes_of(partitions)
         log.warning("flow %s lost %d partition(s)", self.settings.flow_id, len(lanes))
-        if self._producer is not None and lanes:
-            self._producer.purge(in_queue=True, in_flight=False, blocking=True)
-            self._producer.poll(0)
+        if lanes:
+            for producer in (self._producer, self._sync_producer):
+                if producer is not None:
+                    producer.purge(in_queue=True, in_flight=False, blocking=True)
+                    producer.poll(0)
         self.engine.drop_lanes(lanes)
         consumer.unassign()
 
@@ -559,7 +588,7 @@ class AtLeastOnce:
             if lane.progress.ready_to_rewind:
                 lane.progress.rewind()
         self._write_syncs()
-        producer.flush(self.settings.settle_timeout_s)
+        self.sync_producer.flush(self.settings.settle_timeout_s)
 
     def shutdown(self) -> None:
         if self._producer is None:
@@ -575,6 +604,7 @@ class AtLeastOnce:
             self._commit(asynchronous=False, lanes=lanes, handover=True)
         finally:
             self._producer.flush(self.settings.settle_timeout_s)
+            self.sync_producer.flush(self.settings.settle_timeout_s)
 
 
 def _handover_mark(lane: Lane) -> str | None:

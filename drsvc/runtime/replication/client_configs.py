@@ -71,6 +71,21 @@ def producer_config(s: WorkerSettings) -> dict[str, Any]:
     return config
 
 
+#: the longest an offset sync waits to fill a batch: a consumer's translated position on the target
+#: waits for it, so syncs do not wait out a volume flow's long linger_ms (copies of 50-100 ms)
+SYNC_LINGER_MS = 5
+
+
+def sync_producer_config(s: WorkerSettings) -> dict[str, Any]:
+    """The offset-sync producer of an at-least-once worker: the copy producer's settings with
+    a short linger of its own. Syncs are written only once the copies they map are acknowledged,
+    so the two producers need no order between them."""
+    config = producer_config(s)
+    config["linger.ms"] = min(s.linger_ms, SYNC_LINGER_MS)
+    config["client.id"] = naming.flow_client_id(s.flow_id, "syncs")
+    return config
+
+
 # ---------------------------------------------------------------------------- exactly once
 
 

@@ -22,7 +22,7 @@ delivery mode:
   progress exactly once).
 
 What differs between the modes sits behind :class:`Delivery`: at least once
-(:mod:`.at_least_once`: one idempotent producer, a source consumer group, offset syncs
+(:mod:`.at_least_once`: idempotent producers, a source consumer group, offset syncs
 acknowledged before progress is committed, rewinds) and exactly once (:mod:`.exactly_once`:
 slots, transactional producers, copies, syncs and progress in one transaction).
 

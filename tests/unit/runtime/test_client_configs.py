@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from drsvc.runtime.replication.client_configs import producer_config, slot_producer_config
+from drsvc.runtime.replication.client_configs import (
+    SYNC_LINGER_MS,
+    producer_config,
+    slot_producer_config,
+    sync_producer_config,
+)
 from drsvc.runtime.replication.settings import WorkerSettings, worker_settings
 from drsvc.topology import load_topology_text
 
@@ -32,3 +37,13 @@ def test_an_explicit_override_wins_over_the_flow() -> None:
     topology = load_topology_text(TOPOLOGY % ", linger_ms: 100")
     overridden = worker_settings(topology, topology.flow("east", "west"), {}, linger_ms=20)
     assert producer_config(overridden)["linger.ms"] == 20
+
+
+def test_offset_syncs_never_wait_out_a_long_linger_of_the_copies() -> None:
+    tuned = settings(", linger_ms: 100")
+    syncs = sync_producer_config(tuned)
+    assert syncs["linger.ms"] == SYNC_LINGER_MS == 5
+    assert syncs["client.id"] == "drsvc-east->west-syncs"
+    assert syncs["enable.idempotence"] is True and syncs["acks"] == "all"
+    # a flow lingering less than the syncs' own limit keeps its shorter wait for them too
+    assert sync_producer_config(settings(", linger_ms: 0"))["linger.ms"] == 0

@@ -247,12 +247,24 @@ def test_a_lost_sync_is_repaired_before_the_partition_is_copied_again() -> None:
         assert set(flow.copied(partition)) == set(flow.source_values(partition))
 
 
-def test_a_fatal_producer_error_stops_the_at_least_once_engine() -> None:
+def test_offset_syncs_have_a_producer_of_their_own_that_lingers_briefly() -> None:
+    flow = new_flow(linger_ms=100)
+    produce(flow, 300)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    copies, syncs = flow.kafka.producers
+    assert copies.config["linger.ms"] == 100 and syncs.config["linger.ms"] == 5
+    stats = flow.engine.stats
+    assert copies.delivered == stats.records_copied == 600
+    assert syncs.delivered == stats.syncs_written > 0
+
+
+@pytest.mark.parametrize("producer", [0, 1], ids=["copies", "syncs"])
+def test_a_fatal_producer_error_stops_the_at_least_once_engine(producer: int) -> None:
     flow = new_flow()
     produce(flow, 10)
 
     def fatal() -> None:
-        flow.kafka.producers[0].raise_fatal(KafkaError._FATAL, "idempotence broke")
+        flow.kafka.producers[producer].raise_fatal(KafkaError._FATAL, "idempotence broke")
 
     with pytest.raises(FatalClientError, match="fatal error"):
         flow.run((caught_up(flow), fatal), (lambda: False, None))
