@@ -407,6 +407,14 @@ class Migration(FrozenModel):
         default_factory=MigrationOverrides,
         description="Settings of the created topics that differ from the source's.",
     )
+    linger_ms: int = Field(
+        default=100,
+        ge=0,
+        le=1000,
+        description="How long the migration's target producer waits to fill a batch (a flow's"
+        " linger_ms). A migration first copies the whole backlog, which fewer, larger requests"
+        " copy faster; after that, copies reach the target up to this much later.",
+    )
 
 
 class InternalTopicsConfig(FrozenModel):

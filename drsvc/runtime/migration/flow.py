@@ -24,6 +24,7 @@ def migration_flow(migration: Migration) -> Flow:
             "policy": "identity",
             "delivery": "at-least-once",
             "start": "earliest",
+            "linger_ms": migration.linger_ms,
         }
     )
 

@@ -43,6 +43,14 @@ def test_the_flow_is_one_way_identity_over_the_migrations_topics() -> None:
     assert not base.flows  # the loaded topology is left as it was
 
 
+def test_the_flow_lingers_as_the_migration_says() -> None:
+    assert migration_flow(_topology().migration()).linger_ms == 100
+    tuned = _topology(
+        migrations=[{"name": "to-west", "source": "east", "target": "west", "linger_ms": 5}]
+    )
+    assert migration_flow(tuned.migration()).linger_ms == 5
+
+
 def test_other_flows_stay_and_a_flow_between_the_two_clusters_is_refused() -> None:
     with_south = _topology(flows=[{"source": "south", "target": "east"}])
     assert len(migration_topology(with_south, with_south.migration()).flows) == 2

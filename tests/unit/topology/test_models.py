@@ -172,6 +172,10 @@ def test_namespace_can_be_set() -> None:
             ["flows[0].linger_ms: Input should be less than or equal to 1000 (got 5000)"],
         ),
         (
+            TWO + "migrations: [{name: m, source: east, target: west, linger_ms: -1}]\n",
+            ["migrations[0].linger_ms: Input should be greater than or equal to 0 (got -1)"],
+        ),
+        (
             "clusters: {east: {}}\n",
             ["name: required, but missing"],
         ),
