@@ -14,8 +14,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from replication_support import WorkerProcess, create, produce, wait_for, write_topology
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from replication_support import (
+    WorkerProcess,
+    create,
+    produce,
+    wait_for,
+    watermarks,
+    write_topology,
+)
 from test_exactly_once import _read_committed
 
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
@@ -60,11 +67,51 @@ def _worker(topology: Path, log: Path, *extra: str) -> WorkerProcess:
     return WorkerProcess(topology, f"east->{TARGET}", log, "--slots", "2", *extra)
 
 
-def _values(bootstrap: str, topic: str) -> list[bytes]:
+def _values(bootstrap: str, topic: str, timeout_s: float = 20.0) -> list[bytes]:
+    """Committed values of ``topic`` up to the end offsets it had when called.
+
+    Not "to the end": while a worker keeps committing transactions every 200 ms, a fetch at the
+    last stable offset waits for the next commit instead of coming back empty, so the reader may
+    never see an end-of-partition event (one CI run waited 120 s for one). Stops at the offsets
+    of the call's start, at an end-of-partition event, or after ``timeout_s`` with what it read:
+    callers wait for "at least" conditions and ask again."""
     try:
-        return [r.value for r in _read_committed(bootstrap, topic) if r.value is not None]
-    except (KafkaException, AssertionError):
+        marks = watermarks(bootstrap, topic)
+    except KafkaException:
         return []  # a brand-new remote topic may not be readable yet
+    ends = {p: high for p, (low, high) in marks.items() if high > low}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "drsvc-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in ends])
+        deadline = time.monotonic() + timeout_s
+        while ends and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 0.5):
+                p, offset, err = msg.partition(), msg.offset(), msg.error()
+                if p is None or p not in ends:
+                    continue
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        del ends[p]
+                    continue
+                end = ends[p]
+                if offset is not None and offset < end and msg.value() is not None:
+                    values.append(msg.value())
+                if offset is None or offset >= end - 1:
+                    del ends[p]  # the last offset may be a marker: the next record is past it
+    except KafkaException:
+        return values
+    finally:
+        consumer.close()
+    return values
 
 
 def _check_sequences(bootstrap: str, remote: str, expected: set[bytes]) -> None:
