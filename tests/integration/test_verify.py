@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import TopicPartition
 from replication_support import (
     WorkerProcess,
@@ -30,6 +31,9 @@ from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.verify.identity import parse
 
 TOPICS = {"verify-a": 3, "verify-b": 2}
+# Two Spark verifications after a killed-worker run: about 170 s alone, but one verify took 159 s
+# in a CI run with a heavy test in the other process, and the default 300 s cut the second short.
+pytestmark = pytest.mark.timeout(600)
 
 
 def _copied(bootstrap: str) -> int:
