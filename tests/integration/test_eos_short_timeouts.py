@@ -23,7 +23,7 @@ from replication_support import (
     watermarks,
     write_topology,
 )
-from test_exactly_once import _read_committed
+from test_exactly_once import _read_committed, committed_reader
 
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from failover import offset_syncs
@@ -80,15 +80,7 @@ def _values(bootstrap: str, topic: str, timeout_s: float = 20.0) -> list[bytes]:
     except KafkaException:
         return []  # a brand-new remote topic may not be readable yet
     ends = {p: high for p, (low, high) in marks.items() if high > low}
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "drsvc-test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
+    consumer = committed_reader(bootstrap)
     values: list[bytes] = []
     try:
         consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in ends])

@@ -99,11 +99,9 @@ def _produce_transactions(
     return committed
 
 
-def _read_committed(bootstrap: str, topic: str) -> list[Record]:
-    """Every committed record of ``topic`` up to its last stable offset, by partition and offset.
-    (A transactional log ends with a marker, so "offset + 1 == end" never holds: stop at EOF.)"""
-    marks = watermarks(bootstrap, topic)
-    consumer = Consumer(
+def committed_reader(bootstrap: str) -> Consumer:
+    """A read_committed consumer that reports the end of each partition it is assigned."""
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "drsvc-test-reader",
@@ -112,6 +110,13 @@ def _read_committed(bootstrap: str, topic: str) -> list[Record]:
             "enable.partition.eof": True,
         }
     )
+
+
+def _read_committed(bootstrap: str, topic: str) -> list[Record]:
+    """Every committed record of ``topic`` up to its last stable offset, by partition and offset.
+    (A transactional log ends with a marker, so "offset + 1 == end" never holds: stop at EOF.)"""
+    marks = watermarks(bootstrap, topic)
+    consumer = committed_reader(bootstrap)
     records: list[Record] = []
     try:
         todo = {p for p, (low, high) in marks.items() if high > low}
