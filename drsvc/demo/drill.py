@@ -218,8 +218,8 @@ def _drill(
         raise LocalEnvError(f"the failback ended {failback['state']}: see {reader.url}/dashboard")
     view.step(f"failback {failback['id']} completed: {APP} is active on east again", "bold green")
     time.sleep(options.steady_s / 2)
-    workload.pause_producing()
-    history = workload.history
+    if not workload.pause_producing():
+        view.step("orders stopped; some deliveries still unreported after 30s", "bold red")
     ranges = [
         Unreplicated(failover["from"], d["partition"], d["first_offset"], d["last_offset"])
         for d in divergence
@@ -228,7 +228,7 @@ def _drill(
     failback_at = min(e["at_ms"] for e in failback["events"]) / 1000
     try:
         _wait(
-            lambda: _caught_up(history, ranges, fault_at),
+            lambda: _caught_up(workload.snapshot(), ranges, fault_at),
             60,
             "the consumers to read every order",
             service,
@@ -236,6 +236,8 @@ def _drill(
         view.step("orders stopped; every acknowledged order read")
     except LocalEnvError as err:
         view.step(f"orders stopped; {err}", "bold red")
+    # One snapshot for the verdict and the Spark check: both judge the same history.
+    history = workload.snapshot()
     verdict = judge(history.acked, history.read, ranges, fault_at=fault_at, failback_at=failback_at)
     spark = (
         _spark_check(

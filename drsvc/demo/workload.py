@@ -85,6 +85,8 @@ class OrdersWorkload:
         self._stop = threading.Event()
         self._producing = threading.Event()
         self._producing.set()
+        #: set by the producer thread once paused with every delivery report served
+        self._settled = threading.Event()
         self.producer = FailoverProducer(
             app, topology, {**common, "linger.ms": 5, "acks": "all"}, consul=consul
         )
@@ -113,8 +115,18 @@ class OrdersWorkload:
             thread.start()
         return self
 
-    def pause_producing(self) -> None:
+    def pause_producing(self, timeout_s: float = 30.0) -> bool:
+        """Stop writing orders and wait until every order already written has its delivery
+        report (acknowledged or failed), so the acknowledged orders no longer change: a verdict
+        taken before that can miss an order acknowledged a moment later. False if reports were
+        still pending after ``timeout_s``."""
         self._producing.clear()
+        return self._settled.wait(timeout_s)
+
+    def snapshot(self) -> History:
+        """A copy of the history as it is now (the threads keep appending to the live one)."""
+        with self._lock:
+            return History(list(self.history.acked), list(self.history.read), self.history.failed)
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -124,6 +136,9 @@ class OrdersWorkload:
         next_at = time.monotonic()
         while not self._stop.is_set():
             if not self._producing.is_set():
+                # Flushed on this thread, so the last delivery callbacks have run when it is set.
+                if not self._settled.is_set() and self.producer.flush(1.0) == 0:
+                    self._settled.set()
                 self.producer.poll(0.1)
                 continue
             now = time.monotonic()
