@@ -33,6 +33,7 @@ __all__ = [
     "PartitionOffset",
     "RecoveryPolicy",
     "SiteRecovery",
+    "crossed_end",
     "divergence",
     "parse_replayed_from",
     "past_quarantine",
@@ -122,6 +123,12 @@ def divergence(
         if end > first:
             found.append(DivergentRange(topic, partition, first, end))
     return tuple(found)
+
+
+def crossed_end(synced: int, copied: Iterable[int]) -> int:
+    """The next source offset past a partition's last copy on the target: ``synced`` (what the
+    offset syncs map), or one past the newest copy found after it that no sync maps yet."""
+    return max(synced, max(copied, default=-1) + 1)
 
 
 def skip_floors(recovery: SiteRecovery) -> dict[tuple[str, int], int]:

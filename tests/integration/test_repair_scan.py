@@ -20,6 +20,8 @@ from replication_support import (
 )
 
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.runtime.failover.clusters import KafkaFailoverClusters
+from drsvc.topology.loader import load_topology
 from failover import naming, provenance
 
 pytestmark = pytest.mark.timeout(120)
@@ -70,3 +72,47 @@ def test_a_remote_partition_ending_with_a_transaction_marker_does_not_stall_the_
         group.close()
     assert progress.offset == 200
     assert progress.leader_epoch is not None and progress.leader_epoch >= 0
+
+
+def test_what_crossed_counts_copies_a_lost_worker_left_without_syncs(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    """A worker that loses its partitions (its source cluster gone, its group session with it)
+    between a copy landing and the copy's sync leaves that copy unmapped. A recovery reading
+    only the syncs then reports records that did cross as never replicated."""
+    east, west = cluster_pair.clusters["east"], cluster_pair.clusters["west"]
+    topic = "crossed-tail"
+    create(east, topic, 2)
+    produce(east, topic, sequence_records(200, 2, tag="crossed-"))
+    topology = write_topology(
+        tmp_path / "crossed.yaml",
+        "crossed",
+        {"east": east, "west": west},
+        [{"source": "east", "target": "west", "topics": {"include": [f"^{topic}$"]}}],
+    )
+    with running_workers(topology, ["east->west"], tmp_path) as (worker,):
+        wait_for(
+            lambda: sum(end_offsets(west, f"east.{topic}").values()) >= 200,
+            60,
+            "the copies",
+        )
+        assert worker.proc.poll() is None, worker.log_tail()
+    clusters = KafkaFailoverClusters(load_topology(topology))
+    copies = {topic: f"east.{topic}"}
+    synced = clusters.replicated("east", "west", copies)
+    assert synced == {(topic, 0): 100, (topic, 1): 100}
+    assert clusters.crossed("east", "west", copies) == synced
+    # Ten more records on east, of which partition 0's first four crossed without their sync.
+    produce(east, topic, sequence_records(10, 1, first=200, tag="crossed-"))
+    lost_worker = Producer({"bootstrap.servers": west, "enable.idempotence": True})
+    for offset in range(100, 104):
+        header = provenance.encode(provenance.Provenance("east", topic, 0, offset))
+        lost_worker.produce(
+            f"east.{topic}",
+            b"copy",
+            partition=0,
+            headers=[(provenance.PROVENANCE_HEADER, header)],
+        )
+    assert lost_worker.flush(30) == 0
+    assert clusters.replicated("east", "west", copies) == synced
+    assert clusters.crossed("east", "west", copies) == {(topic, 0): 104, (topic, 1): 100}

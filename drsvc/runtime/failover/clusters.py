@@ -24,11 +24,12 @@ from drsvc.adapters.kafka_admin import (
 from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
 from drsvc.runtime.failover.replay import ReplaySource, ReplayTarget, replay
+from drsvc.runtime.replication.repair import unsynced_copies
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
 from drsvc.runtime.translation.group_translation import GroupTranslation, translate_group
 from drsvc.topology.models import Topology
 from failover.checkpoints import Checkpoint, CheckpointKey
-from failover.site_recovery import DivergentRange, PartitionOffset
+from failover.site_recovery import DivergentRange, PartitionOffset, crossed_end
 
 __all__ = ["FailoverClusters", "KafkaFailoverClusters", "Partition"]
 
@@ -59,6 +60,14 @@ class FailoverClusters(Protocol):
     ) -> dict[Partition, int]:
         """Per source partition of ``topics``, the next source offset whose copy is on
         ``to_alias`` (from the flow's offset syncs there)."""
+        ...
+
+    def crossed(
+        self, from_alias: str, to_alias: str, copies: Mapping[str, str]
+    ) -> dict[Partition, int]:
+        """Like :meth:`replicated`, but exact: per source partition of ``copies`` (source
+        topic -> its copy on ``to_alias``), the next source offset past its last copy on
+        ``to_alias``, also when that copy has no sync yet."""
         ...
 
     def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:
@@ -177,6 +186,28 @@ class KafkaFailoverClusters:
             end = read.index.replicated_end(tp)
             if tp.topic in wanted and end is not None:
                 found[(tp.topic, tp.partition)] = end
+        return found
+
+    def crossed(
+        self, from_alias: str, to_alias: str, copies: Mapping[str, str]
+    ) -> dict[Partition, int]:
+        # An at-least-once worker writes a run's syncs a moment after its copies land; one that
+        # lost its partitions (its source cluster went away and its group session with it) or
+        # died in that moment leaves copies no sync maps until the next owner rebuilds them. The
+        # target's tail past the syncs says what crossed. Exactly once, a copy is committed in
+        # the transaction that carries its sync, so the syncs alone are exact (and the tail may
+        # hold aborted copies, which never crossed).
+        synced = self.replicated(from_alias, to_alias, copies)
+        if self._topology.flow(from_alias, to_alias).delivery == "exactly-once":
+            return synced
+        target = self.client_config(to_alias)
+        found = dict(synced)
+        for topic, partition in sorted(self.partition_ends(from_alias, copies)):
+            start = synced.get((topic, partition), 0)
+            tail = unsynced_copies(
+                target, copies[topic], partition, from_alias, topic, start, self._timeout_s
+            )
+            found[(topic, partition)] = crossed_end(start, (source for source, _ in tail))
         return found
 
     def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:

@@ -6,8 +6,10 @@ order, each recorded in the failover's record so an interrupted recovery is run 
 end:
 
 1. the divergence: per partition of the application's topics on the returned cluster, from the
-   position the flow had replicated to the partition's end now; stored in the record (with, for
-   ``replay``, the ends of the application's topics on the active cluster) before anything else;
+   position past its last copy on the active cluster (what the flow's offset syncs map, or a
+   copy found after them that no sync maps yet) to the partition's end now; stored in the
+   record (with, for ``replay``, the ends of the application's topics on the active cluster)
+   before anything else;
 2. ``replay`` only: the divergent records copied to the active cluster, marked (:mod:`.replay`),
    and their count recorded;
 3. in one transaction: copying resumed without the divergence, and the recovery marked done.
@@ -139,9 +141,11 @@ class SiteRecoverer:
     def _found(self, app: Application, record: FailoverRecord) -> SiteRecovery:
         plan = record.plan
         copies = self._executor.remote_copies(app, plan)
-        replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
+        # What is on the target, not only what the syncs map: the flow's worker may have lost
+        # the partitions with the source before writing its last copies' syncs.
+        crossed = self._clusters.crossed(plan.from_cluster, plan.to_cluster, copies)
         ends = self._clusters.partition_ends(plan.from_cluster, copies)
-        ranges = divergence(replicated, ends)
+        ranges = divergence(crossed, ends)
         policy = RecoveryPolicy(app.on_recovery)
         found = SiteRecovery(policy, plan.from_cluster, self._clock.time_ms(), ranges)
         if policy is not RecoveryPolicy.REPLAY or not ranges:

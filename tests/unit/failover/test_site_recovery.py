@@ -20,6 +20,7 @@ from failover.site_recovery import (
     DivergentRange,
     RecoveryPolicy,
     SiteRecovery,
+    crossed_end,
     divergence,
     parse_replayed_from,
     past_quarantine,
@@ -39,6 +40,22 @@ def test_divergence_is_what_lies_between_the_replicated_position_and_the_end_now
         DivergentRange("orders", 3, 0, 2),
     )
     assert [(r.records, r.last_offset) for r in found] == [(6, 45), (1, 9), (2, 1)]
+
+
+@pytest.mark.parametrize(
+    ("synced", "copied", "end"),
+    [
+        (40, [], 40),  # every copy mapped by a sync
+        (40, [40, 41, 42], 43),  # copies a lost worker made before writing their sync
+        (40, [40, 41, 41, 42], 43),  # with a re-copy
+        (0, [0, 1], 2),  # a partition without any sync yet
+        (46, [], 46),  # the syncs' run may end past the last record (a transaction marker)
+    ],
+)
+def test_a_copy_without_a_sync_has_crossed_all_the_same(
+    synced: int, copied: list[int], end: int
+) -> None:
+    assert crossed_end(synced, copied) == end
 
 
 def _recovery() -> SiteRecovery:

@@ -465,6 +465,22 @@ def test_quarantine_lists_the_divergence_and_the_flow_skips_it(
     assert clusters.committed[("east", "g1")] == {(TOPIC, 0): 58}
 
 
+def test_the_divergence_starts_past_copies_whose_syncs_the_lost_worker_never_wrote(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
+) -> None:
+    executor = _lost_east(store, clusters, clock, "quarantine")
+    clusters.down.clear()
+    # The flow's worker copied offsets 50-52 of partition 0, then lost the partition with east
+    # before their sync was written: they crossed, and are not part of what did not.
+    clusters.unsynced_map[("east", "west")] = {(TOPIC, 0): 53}
+    recovery = executor.recover("app").recovery
+    assert recovery is not None
+    assert [(r.topic, r.partition, r.first_offset, r.last_offset) for r in recovery.divergence] == [
+        (TOPIC, 0, 53, 57)
+    ]
+    assert dict(_control(store).skip_below) == {(TOPIC, 0): 58}
+
+
 def test_replay_copies_the_divergence_once_even_when_interrupted(
     store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
 ) -> None:

@@ -31,6 +31,9 @@ class FakeFailoverClusters:
     )
     ends: dict[str, dict[Partition, int]] = field(default_factory=dict)
     replicated_map: dict[tuple[str, str], dict[Partition, int]] = field(default_factory=dict)
+    #: (from, to) -> per source partition, one past the last copy on the target that no sync
+    #: maps yet (a worker lost the partition before writing its sync)
+    unsynced_map: dict[tuple[str, str], dict[Partition, int]] = field(default_factory=dict)
     members: dict[tuple[str, str], int] = field(default_factory=dict)
     #: (cluster, group) -> committed offsets, as the executor left them
     committed: dict[tuple[str, str], dict[Partition, int]] = field(default_factory=dict)
@@ -71,6 +74,15 @@ class FakeFailoverClusters:
         self._up(to_alias)
         found = self.replicated_map.get((from_alias, to_alias), {})
         return {tp: end for tp, end in found.items() if tp[0] in topics}
+
+    def crossed(
+        self, from_alias: str, to_alias: str, copies: Mapping[str, str]
+    ) -> dict[Partition, int]:
+        found = self.replicated(from_alias, to_alias, copies)
+        for tp, end in self.unsynced_map.get((from_alias, to_alias), {}).items():
+            if tp[0] in copies:
+                found[tp] = max(found.get(tp, 0), end)
+        return found
 
     def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:
         self._up(alias)
