@@ -198,7 +198,7 @@ class KafkaFailoverClusters:
         # the transaction that carries its sync, so the syncs alone are exact (and the tail may
         # hold aborted copies, which never crossed).
         synced = self.replicated(from_alias, to_alias, copies)
-        if self._topology.flow(from_alias, to_alias).delivery == "exactly-once":
+        if not copies or self._topology.flow(from_alias, to_alias).delivery == "exactly-once":
             return synced
         target = self.client_config(to_alias)
         found = dict(synced)
