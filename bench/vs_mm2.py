@@ -6,8 +6,9 @@ object on stdout, progress on stderr; results under ``bench/results/`` (JSON, ma
 Phases, in this order (each one's results are written as soon as it ends, so a run cut short
 still leaves what it measured):
 
-1. ``sweep``: MirrorMaker 2's ``tasks.max`` and drsvc's ``--workers-per-flow``, one drain each
-   per record size; the best of each is used from then on.
+1. ``sweep``: MirrorMaker 2's ``tasks.max`` and drsvc's ``--workers-per-flow``,
+   ``--sweep-runs`` interleaved drains each per record size (3; one drain varies by up to half on
+   this kind of machine); the best median of each is used from then on.
 2. ``alo``: drains of a backlog (``--records``, 12 partitions) at least once, interleaved run by
    run: drsvc at its best, MM2 at its best, and the limit (Kafka's own perf tools consuming the
    source and producing as many records of the same size to the target at the same time).
@@ -1556,17 +1557,21 @@ def commit_info() -> tuple[str, bool]:
 def phase_sweep(
     args: argparse.Namespace, env: Env, work: Path, sizes: list[str], best: dict[str, str]
 ) -> dict[str, Any]:
-    """One drain per size for each MM2 ``tasks.max`` and drsvc ``--workers-per-flow``; ``best``
-    becomes, per tool, the one with the highest sum over sizes of its rate relative to the
-    size's fastest."""
+    """``--sweep-runs`` drains per size for each MM2 ``tasks.max`` and drsvc
+    ``--workers-per-flow``, interleaved; ``best`` becomes, per tool, the one with the highest sum
+    over sizes of its median rate relative to the size's fastest median."""
     systems = [System("mm2", tasks=t) for t in args.sweep_tasks] + [
         System("drsvc", workers=w) for w in args.sweep_workers
     ]
-    sweep = drain_block(systems, sizes, 1, args.sweep_records, args, env, work)
+    sweep = drain_block(systems, sizes, args.sweep_runs, args.sweep_records, args, env, work)
+
+    def median_rate(runs: list[DrainResult]) -> float | None:
+        return statistics.median(r.records_per_s for r in runs) if runs else None
+
     for kind in ("mm2", "drsvc"):
         scores: dict[str, float] = {}
         for per in sweep.values():
-            rates = {n: r[0].records_per_s for n, r in per.items() if n.startswith(kind) and r}
+            rates = {n: median_rate(r) or 0.0 for n, r in per.items() if n.startswith(kind) and r}
             top = max(rates.values(), default=0) or 1
             for n, v in rates.items():
                 scores[n] = scores.get(n, 0.0) + v / top
@@ -1575,9 +1580,9 @@ def phase_sweep(
     say(f"sweep: best {best}")
     return {
         "records": args.sweep_records,
+        "runs": args.sweep_runs,
         "records_per_s": {
-            size: {n: (runs[0].records_per_s if runs else None) for n, runs in per.items()}
-            for size, per in sweep.items()
+            size: {n: median_rate(runs) for n, runs in per.items()} for size, per in sweep.items()
         },
         "best": dict(best),
         "all_runs": {
@@ -1774,6 +1779,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sweep-tasks", default="1,2,4,12", help="MM2 tasks.max to try")
     parser.add_argument("--sweep-workers", default="1,2", help="drsvc workers per flow to try")
     parser.add_argument("--sweep-records", type=int, default=None)
+    parser.add_argument("--sweep-runs", type=int, default=None, help="drains per setting")
     parser.add_argument("--mm2-tasks", type=int, default=12, help="without a sweep")
     parser.add_argument("--drsvc-workers", type=int, default=2, help="without a sweep")
     parser.add_argument("--mm2-heap", default="2g", help="MM2 -Xmx (-Xms256m)")
@@ -1797,6 +1803,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "eos_runs": 1 if quick else 2,
         "rtt_runs": 1,
         "sweep_records": 100_000 if quick else 500_000,
+        "sweep_runs": 1 if quick else 3,
         "failover_records": 60_000 if quick else 240_000,
         "latency_rate": 5_000 if quick else 10_000,
         "latency_seconds": 10 if quick else 20,
