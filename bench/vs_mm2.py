@@ -125,19 +125,119 @@ def process_label(pid: int) -> str:
 
 @dataclass(frozen=True)
 class TreeSample:
-    """CPU seconds per process of a tree, at one moment (monotonic and wall clock)."""
+    """CPU seconds per process of a tree, at one moment (monotonic and wall clock), with the
+    tree's CPU seconds by kind of thread and the machine's (see :func:`machine_seconds`)."""
 
     at: float
     wall: float
     cpu: dict[int, float]
+    #: per process, CPU seconds of its threads by :func:`thread_kind`
+    threads: dict[int, dict[str, float]] = field(default_factory=dict)
+    machine: dict[str, float] = field(default_factory=dict)
+
+    def carried_from(self, earlier: TreeSample | None) -> TreeSample:
+        """This sample with what ``earlier`` knew of processes that have exited since (the
+        limit's perf tools exit as they finish): their CPU stays counted."""
+        if earlier is None:
+            return self
+        return replace(
+            self,
+            cpu={**earlier.cpu, **self.cpu},
+            threads={**earlier.threads, **self.threads},
+        )
 
 
-def tree_sample(roots: list[int]) -> TreeSample:
-    pids = process_tree(roots)
+def thread_kind(pid: int, tid: int, name: str) -> str:
+    """What a thread of a replicator does, from its name: a drsvc worker copies on its main
+    thread and talks to brokers on librdkafka's; a JVM also compiles and collects garbage."""
+    if name.startswith("rdk:"):
+        return "librdkafka"
+    if "Compiler" in name:
+        return "jit"
+    if name.startswith(("GC Thread", "G1 ")):
+        return "gc"
+    return "main" if tid == pid else "other"
+
+
+def thread_seconds(pids: list[int]) -> dict[int, dict[str, float]]:
+    """CPU seconds of the threads of each of ``pids``, summed by :func:`thread_kind`."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    per_pid: dict[int, dict[str, float]] = {}
+    for pid in pids:
+        kinds = per_pid.setdefault(pid, {})
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                try:
+                    stat = (task / "stat").read_text()
+                except OSError:
+                    continue
+                name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat.rsplit(")", 1)[1].split()
+                kind = thread_kind(pid, int(task.name), name)
+                kinds[kind] = kinds.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return per_pid
+
+
+def machine_seconds(brokers: dict[str, tuple[int, ...]]) -> dict[str, float]:
+    """CPU seconds so far: the machine's busy time (all cores), each cluster's brokers, and
+    this benchmark's own process (the poller that watches the drain)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    usage = os.times()
+    seconds = {
+        "busy": (sum(fields[:8]) - fields[3] - fields[4]) / ticks,
+        "benchmark": usage.user + usage.system,
+    }
+    for site, pids in brokers.items():
+        seconds[f"brokers {site}"] = sum(rb.process_cpu_s(pid) or 0.0 for pid in pids)
+    return seconds
+
+
+def tree_sample(
+    roots: list[int],
+    pids: list[int] | None = None,
+    brokers: dict[str, tuple[int, ...]] | None = None,
+) -> TreeSample:
+    """``pids``: the tree as found earlier (finding it reads all of ``/proc``)."""
+    pids = process_tree(roots) if pids is None else pids
     cpu = {pid: rb.process_cpu_s(pid) for pid in pids}
+    alive = {p: c for p, c in cpu.items() if c is not None}
     return TreeSample(
-        time.monotonic(), time.time(), {p: c for p, c in cpu.items() if c is not None}
+        time.monotonic(),
+        time.time(),
+        alive,
+        thread_seconds(list(alive)) if brokers is not None else {},
+        machine_seconds(brokers) if brokers is not None else {},
     )
+
+
+def cores_between(first: TreeSample, last: TreeSample) -> dict[str, Any]:
+    """Where the machine's cores went between two samples of a drain: the tool (and its
+    threads by kind), each cluster's brokers, this benchmark, everything else, and idle."""
+    window = max(last.at - first.at, 1e-3)
+
+    def cores(after: float, before: float) -> float:
+        return round((after - before) / window, 2)
+
+    tool = sum(last.cpu.get(p, 0.0) - first.cpu.get(p, 0.0) for p in last.cpu) / window
+    split: dict[str, Any] = {"tool": round(tool, 2)}
+    for key, value in last.machine.items():
+        if key != "busy":
+            split[key] = cores(value, first.machine.get(key, 0.0))
+    busy = (last.machine.get("busy", 0.0) - first.machine.get("busy", 0.0)) / window
+    split["other"] = round(
+        busy - tool - sum(v for k, v in split.items() if k not in ("tool", "other")), 2
+    )
+    split["idle"] = round(max(0.0, (os.cpu_count() or 1) - busy), 2)
+    threads: dict[str, float] = {}
+    for pid, kinds in last.threads.items():
+        before = first.threads.get(pid, {})
+        for kind, value in kinds.items():
+            threads[kind] = threads.get(kind, 0.0) + value - before.get(kind, 0.0)
+    split["tool_threads"] = {
+        kind: round(value / window, 2) for kind, value in sorted(threads.items()) if value > 0
+    }
+    return split
 
 
 # ---------------------------------------------------------------------------- environment
@@ -152,6 +252,8 @@ class Env:
     direct: dict[str, str]
     source_from_target: str
     broker_pids: tuple[int, ...]
+    #: the brokers' processes of each cluster
+    brokers_by_site: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def source_for(self, rtt: bool) -> str:
         return self.source_from_target if rtt else self.direct[SOURCE]
@@ -186,12 +288,16 @@ def environment(state_dir: Path | None) -> Iterator[Env]:
     try:
         clusters = dict(env.info().clusters)
         linked = env.bootstrap_from(TARGET, SOURCE)
-        pids = tuple(
-            p.pid
-            for p in env.status().processes
-            if p.site in (SOURCE, TARGET) and p.pid is not None and p.running
-        )
-        yield Env(env, state_dir, clusters, linked, pids)
+        brokers = {
+            site: tuple(
+                p.pid
+                for p in env.status().processes
+                if p.site == site and p.pid is not None and p.running
+            )
+            for site in (SOURCE, TARGET)
+        }
+        pids = brokers[SOURCE] + brokers[TARGET]
+        yield Env(env, state_dir, clusters, linked, pids, brokers)
     finally:
         with contextlib.suppress(Exception):
             env.links().heal_all()
@@ -572,6 +678,8 @@ class DrainResult:
     brokers_cpu_utilization: float
     load_average: float
     tool_rates: dict[str, float] = field(default_factory=dict)
+    #: where the machine's cores went while the copy ran (:func:`cores_between`)
+    cores: dict[str, Any] = field(default_factory=dict)
 
 
 class Stalled(RuntimeError):
@@ -583,17 +691,25 @@ def end_total(admin: AdminClient, topic: str) -> int:
 
 
 def watch(
-    launched: Launched, admin: AdminClient, remote: str, records: int, timeout_s: float
+    launched: Launched,
+    admin: AdminClient,
+    remote: str,
+    records: int,
+    timeout_s: float,
+    brokers: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[TreeSample, TreeSample, int, int]:
     """Poll the target until ``records`` copies are there and the end offsets stop moving
     (transaction markers take offsets too); the copy ended when the end reached its final value.
-    Returns the samples at the first copy and at the end, the count at the first, and the end."""
+    Returns the samples at the first copy and at the end, the count at the first, and the end.
+    With ``brokers`` the samples also hold the machine's and the tool's threads' CPU."""
     deadline = time.monotonic() + timeout_s
     first: TreeSample | None = None
     first_count = 0
     last_count = -1
     last_change: TreeSample | None = None
     polls = 0
+    tree: list[int] = []
+    previous: TreeSample | None = None
     while True:
         polls += 1
         if time.monotonic() > deadline:
@@ -601,7 +717,12 @@ def watch(
         if launched.any_failed() or (launched.system.kind != "limit" and not launched.alive()):
             raise Stalled(f"process exited early:\n{launched.tail()}")
         count = end_total(admin, remote)
-        now = tree_sample(launched.roots)
+        # Finding the tree reads all of /proc: every 8th poll (200 ms), and before the first
+        # copy, so the poller takes little of the cores it measures.
+        if first is None or polls % 8 == 0:
+            tree = process_tree(launched.roots)
+        now = tree_sample(launched.roots, tree, brokers).carried_from(previous)
+        previous = now
         if polls % 8 == 0:
             for pid in now.cpu:
                 launched.peaks[pid] = max(launched.peaks.get(pid, 0.0), vm_hwm(pid))
@@ -707,7 +828,7 @@ def drain(
             launched = launch_limit(work, source, target, topic, remote, records, size, args.java)
         try:
             first, done, first_count, end = watch(
-                launched, target_admin, remote, records, args.drain_timeout_s
+                launched, target_admin, remote, records, args.drain_timeout_s, env.brokers_by_site
             )
             machine1 = rb.machine_sample(env.broker_pids)
             machine_t1 = time.monotonic()
@@ -767,6 +888,7 @@ def drain(
         ),
         load_average=round(os.getloadavg()[0], 2),
         tool_rates=tool_rates,
+        cores=cores_between(first, done),
     )
     say(
         f"{label}: {result.records_per_s:,} records/s ({result.mb_per_s} MB/s), "
@@ -812,7 +934,24 @@ def summarize(runs: list[DrainResult]) -> dict[str, Any]:
         "machine_cpu_busy_share_median": round(
             statistics.median(r.machine_cpu_busy_share for r in runs), 2
         ),
+        "cores_median": median_cores([r.cores for r in runs if r.cores]),
     }
+
+
+def median_cores(splits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each entry of :func:`cores_between` over runs (threads likewise)."""
+    if not splits:
+        return {}
+    keys = {k for s in splits for k, v in s.items() if not isinstance(v, dict)}
+    kinds = {k for s in splits for k in s.get("tool_threads", {})}
+    result: dict[str, Any] = {
+        k: round(statistics.median(s.get(k, 0.0) for s in splits), 2) for k in sorted(keys)
+    }
+    result["tool_threads"] = {
+        k: round(statistics.median(s.get("tool_threads", {}).get(k, 0.0) for s in splits), 2)
+        for k in sorted(kinds)
+    }
+    return result
 
 
 def ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
@@ -1355,6 +1494,7 @@ def markdown_table(report: dict[str, Any]) -> str:
                 shown = ", ".join(f"{k} {v}" for k, v in ratios.items() if v is not None)
                 lines.append(f"| {size} B | ratios | {shown} | | | | |")
         lines.append("")
+    lines += cores_table(report)
     failover = report.get("failover")
     if failover:
         lines += [
@@ -1405,6 +1545,36 @@ def markdown_table(report: dict[str, Any]) -> str:
                 )
             lines.append("")
     return "\n".join(lines)
+
+
+def cores_table(report: dict[str, Any]) -> list[str]:
+    """Where the cores went while each tool copied (medians over its runs)."""
+    rows = []
+    for section in ("alo", "eos", "rtt"):
+        for size, per in (report.get(section) or {}).items():
+            if not isinstance(per, dict):
+                continue
+            for name, s in per.get("systems", {}).items():
+                c = s.get("cores_median")
+                if not c:
+                    continue
+                threads = ", ".join(f"{k} {v}" for k, v in c.get("tool_threads", {}).items())
+                rows.append(
+                    f"| {section} | {size} B | {name} | {c.get('tool')} ({threads}) | "
+                    f"{c.get(f'brokers {SOURCE}')} | {c.get(f'brokers {TARGET}')} | "
+                    f"{c.get('benchmark')} | {c.get('other')} | {c.get('idle')} |"
+                )
+    if not rows:
+        return []
+    return [
+        "## Where the cores went while copying (medians, in cores)",
+        "",
+        f"| phase | size | system | tool (its threads by kind) | brokers {SOURCE} "
+        f"| brokers {TARGET} | this benchmark | other | idle |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        *rows,
+        "",
+    ]
 
 
 def latest_document(report: dict[str, Any]) -> dict[str, Any]:
