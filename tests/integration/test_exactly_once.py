@@ -3,6 +3,7 @@ between workers, aborted source transactions never copied."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -41,6 +42,12 @@ from failover.checkpoints import CheckpointKey
 from failover.slots import SlotNames, SlotProgress, slot_of
 
 SLOTS = 4
+#: a group's coordinator cannot answer yet: the group is new, or its coordinator moves or loads
+COORDINATOR_NOT_READY = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+)
 
 
 def _topology(tmp_path: Path, pair: EnvironmentInfo, topic: str) -> Path:
@@ -187,7 +194,15 @@ def _slot_owners(west: str, flow: SlotNames) -> dict[str, list[int]]:
     """Member client host/id -> slots, from the membership group on the target."""
     admin = AdminClient({"bootstrap.servers": west})
     described = admin.describe_consumer_groups([flow.membership_group])[flow.membership_group]
-    group = described.result(30)
+    try:
+        group = described.result(30)
+    except concurrent.futures.TimeoutError:
+        return {}  # asked again by the caller's wait
+    except KafkaException as err:
+        # A group just created, or its coordinator moving or loading: not known yet.
+        if err.args[0].code() in COORDINATOR_NOT_READY:
+            return {}
+        raise
     owners: dict[str, list[int]] = {}
     for member in group.members:
         owners[member.member_id] = sorted(tp.partition for tp in member.assignment.topic_partitions)

@@ -109,6 +109,11 @@ class BackgroundCopier(Protocol):
 
 
 class KafkaBoundary(Protocol):
+    #: discovery runs on a thread of its own (real clusters), or in the loop (fakes, where
+    #: nothing runs on a thread); see :mod:`.discovery`
+    @property
+    def background_discovery(self) -> bool: ...
+
     def consumer(self, config: Mapping[str, Any]) -> Consumer: ...
 
     def producer(self, config: Mapping[str, Any]) -> Producer: ...
@@ -208,6 +213,10 @@ class ConfluentKafka:
 
     settings: WorkerSettings
     _catalog: _MirrorCatalog | None = field(default=None, init=False)
+
+    @property
+    def background_discovery(self) -> bool:
+        return True
 
     def consumer(self, config: Mapping[str, Any]) -> Consumer:
         return _Consumer(dict(config))

@@ -4,7 +4,8 @@ One engine runs one flow (``east->west``) in one process. The loop is the same w
 delivery mode:
 
 * **Discovery**: every ``refresh_interval_s`` the flow's topics are discovered again (new topics
-  and partitions are picked up while running; remote topics are created and grown), the
+  and partitions are picked up while running; remote topics are created and grown) on a thread
+  of its own (:mod:`.discovery`: a source that is down never holds the loop up), the
   operator's control document is followed (pause, resume, throttle), and stalled partitions are
   reported (an open source transaction holding read_committed readers back).
 * **Batching and the hot path**: up to ``batch_size`` records are read from the source
@@ -47,7 +48,6 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck
 from drsvc.runtime.replication.boundary import (
     Clock,
@@ -59,6 +59,7 @@ from drsvc.runtime.replication.boundary import (
     TopicCatalog,
 )
 from drsvc.runtime.replication.control import ControlFollower, ControlReader, consul_reader
+from drsvc.runtime.replication.discovery import Discovered, TopicDiscovery
 from drsvc.runtime.replication.lane import Lane, WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
@@ -220,6 +221,7 @@ class ReplicationEngine:
         )
         self._backfill_check = BackfillAgeCheck(settings.target_alias)
         self._catalog: TopicCatalog | None = None
+        self._discovery: TopicDiscovery | None = None
         self._consumer: Consumer | None = None
         self.delivery = self._delivery_for(settings)
 
@@ -254,6 +256,16 @@ class ReplicationEngine:
             self._catalog = self.kafka.topics()
         return self._catalog
 
+    @property
+    def discovery(self) -> TopicDiscovery:
+        if self._discovery is None:
+            self._discovery = TopicDiscovery(
+                self.catalog.refresh,
+                background=self.kafka.background_discovery,
+                name=self.flow_id,
+            )
+        return self._discovery
+
     def run(self, on_cycle: Callable[[ReplicationEngine], None] | None = None) -> None:
         """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
         self.delivery.prepare(self.catalog)
@@ -284,13 +296,23 @@ class ReplicationEngine:
         delivery = self.delivery
         next_refresh = 0.0
         next_ends = clock.monotonic() + END_OFFSETS_INTERVAL_S
+        first = True
         while not self._stop.is_set():
             now = clock.monotonic()
             if now >= next_refresh:
                 self._apply_control()
-                self._refresh_topics()
+                if first:
+                    # The first discovery runs here: nothing is copied or in flight yet.
+                    first = False
+                    if self.refresh_topics():
+                        delivery.topics_changed(self.mirrored)
+                else:
+                    self.discovery.start()
+                self._take_discovered()
                 self._watch_for_stalls(now)
                 next_refresh = now + s.refresh_interval_s
+            else:
+                self._take_discovered()
             delivery.before_batch(now)
             if not delivery.reading():
                 delivery.idle(s.poll_timeout_s)
@@ -605,17 +627,24 @@ class ReplicationEngine:
             log.info("resuming %d partition(s) of %s", resumed, self.flow_id)
 
     def refresh_topics(self) -> bool:
-        """Discover the flow's topics again; False when discovery failed (nothing changes)."""
-        try:
-            self.mirrored = self.catalog.refresh()
-        except KafkaUnavailableError as err:
-            log.warning("topic discovery for %s failed: %s", self.flow_id, err)
-            return False
-        return True
+        """Discover the flow's topics again, now, on the loop (waiting for a discovery under
+        way first); False when discovery failed (nothing changes)."""
+        return self._use(self.discovery.discover_now())
 
-    def _refresh_topics(self) -> None:
-        if self.refresh_topics():
+    def _take_discovered(self) -> None:
+        """Use what a discovery started earlier found, if it has finished."""
+        found = self.discovery.take()
+        if found is not None and self._use(found):
             self.delivery.topics_changed(self.mirrored)
+
+    def _use(self, found: Discovered) -> bool:
+        if found.crash is not None:
+            raise found.crash
+        if found.mirrored is None:
+            log.warning("topic discovery for %s failed: %s", self.flow_id, found.unavailable)
+            return False
+        self.mirrored = found.mirrored
+        return True
 
     # ------------------------------------------------------------------ lanes
 

@@ -2095,6 +2095,9 @@ class FakeKafka:
         self.source = source
         self.target = target
         self.settings = settings
+        #: discovery runs in the loop (nothing runs on a thread here); a test of discovery on
+        #: its own thread sets True
+        self.background_discovery = False
         #: every client handed out, in order
         self.consumers: list[FakeConsumer] = []
         self.producers: list[FakeProducer] = []

@@ -9,8 +9,10 @@ on the target the way a consumer of the target would. Nothing sleeps: waits adva
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
@@ -59,6 +61,8 @@ class Flow:
     #: the flow's control document as the engine reads it (None: no document)
     control: list[FlowControl | None] = field(default_factory=lambda: [None])
     cycles: int = 0
+    #: called on the loop's thread at every cycle, before the steps
+    every_cycle: Callable[[], None] | None = None
 
     def run(self, *steps: tuple[Callable[[], bool], Callable[[], None] | None]) -> None:
         """Run the engine; each step waits (cycle by cycle) until its condition holds, then does
@@ -68,6 +72,8 @@ class Flow:
 
         def on_cycle(engine: ReplicationEngine) -> None:
             self.cycles += 1
+            if self.every_cycle is not None:
+                self.every_cycle()
             while pending and pending[0][0]():
                 _until, then = pending.pop(0)
                 if then is not None:
@@ -425,6 +431,91 @@ def test_a_recreated_source_topic_is_copied_from_its_start_with_new_syncs() -> N
     syncs = [s for s in flow.kafka.sync_log().syncs() if s.source_topic_id == new_id]
     assert {s.partition for s in syncs} == {0, 1}
     assert all(s.source_begin >= 0 for s in syncs)
+
+
+class HeldDiscovery:
+    """The fake catalog, whose discoveries off the loop run only when the test lets them.
+
+    A discovery on the discovery thread waits until the loop's thread, at a cycle, lets it run
+    and waits for it meanwhile (:meth:`let_one_run`), so the fakes (which are not shared between
+    threads) are never used by both at once. While :attr:`held`, it waits on, as discovery does
+    while the source cluster is down.
+    """
+
+    def __init__(self, catalog: Any, loop_thread: threading.Thread) -> None:
+        self.catalog = catalog
+        self.loop_thread = loop_thread
+        self.held = False
+        #: set once the test is over: everything runs at once
+        self.open = False
+        self.waiting = threading.Event()
+        self.go = threading.Event()
+        self.done = threading.Event()
+        self.off_loop = 0
+
+    def refresh(self) -> Any:
+        if threading.current_thread() is self.loop_thread or self.open:
+            return self.catalog.refresh()
+        self.waiting.set()
+        assert self.go.wait(30), "the test never let a discovery run"
+        self.go.clear()
+        try:
+            self.off_loop += 1
+            return self.catalog.refresh()
+        finally:
+            self.done.set()
+
+    def let_one_run(self) -> None:
+        if self.held or not self.waiting.is_set():
+            return
+        self.waiting.clear()
+        self.done.clear()
+        self.go.set()
+        assert self.done.wait(30)
+
+    def release_all(self) -> None:
+        self.open = True
+        self.go.set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.catalog, name)
+
+
+def test_a_discovery_that_hangs_holds_up_neither_copies_nor_syncs_nor_commits() -> None:
+    """While discovery waits (a source cluster going away answers no request until its
+    timeout), the loop goes on: it copies, serves delivery reports, writes syncs and commits.
+    What the hanging discovery would have found is used once it returns."""
+    flow = new_flow()
+    flow.kafka.background_discovery = True
+    held = HeldDiscovery(flow.kafka.topics(), threading.current_thread())
+    flow.kafka.topics = lambda: held  # type: ignore[method-assign]
+    flow.every_cycle = held.let_one_run
+    produce(flow, 20)
+
+    def hold() -> None:
+        held.held = True
+
+    def write_more() -> None:
+        produce(flow, 30, first=20)
+        flow.east.create_topic("payments", 1)
+        flow.east.append("payments", 0, b"p-0")
+
+    def release() -> None:
+        assert "east.payments" not in flow.west.topics
+        held.held = False
+
+    try:
+        flow.run(
+            (both(caught_up(flow), progress_at_end(flow), lambda: held.off_loop > 0), hold),
+            (held.waiting.is_set, write_more),
+            # Copied, synced and committed while that discovery hangs.
+            (both(caught_up(flow), progress_at_end(flow), held.waiting.is_set), release),
+            (lambda: "east.payments" in flow.west.topics, None),
+            (lambda: flow.west.values("east.payments", 0) == [b"p-0"], None),
+        )
+    finally:
+        held.release_all()
+    assert flow.engine.stats.records_copied >= 100
 
 
 def test_start_positions_clamp_progress_deleted_by_retention() -> None:
