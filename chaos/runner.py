@@ -29,6 +29,7 @@ from chaos.world import World
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.errors import LocalEnvError
 from drsvc.runtime.failover.views import record_document
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.loader import load_topology
@@ -60,6 +61,7 @@ class LagSampler:
         self.topology = topology
         self.bootstrap = bootstrap
         self.samples: list[dict[str, Any]] = []
+        self.last: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
 
@@ -99,10 +101,20 @@ class LagSampler:
         return bool(rows) and all(r["error"] is None for r in rows)
 
     def caught_up(self) -> bool:
-        rows = self.read()
-        return bool(rows) and all(
-            r["error"] is None and r["lag"] == 0 and r["unknown"] == 0 for r in rows
+        self.last = self.read()
+        return bool(self.last) and all(
+            r["error"] is None and r["lag"] == 0 and r["unknown"] == 0 for r in self.last
         )
+
+    def describe_last(self) -> str:
+        """The last reading ``caught_up`` made, flow by flow (what a timeout reports)."""
+        if not self.last:
+            return "no flow read yet"
+        return "; ".join(
+            f"{r['flow']}: " + (f"error {r['error']}" if r["error"] is not None
+                                else f"lag {r['lag']}, {r['unknown']} partition(s) unknown")
+            for r in self.last
+        )  # fmt: skip
 
 
 def _topology_document(tag: str, scenario: Scenario, bootstrap: dict[str, str]) -> dict[str, Any]:
@@ -245,6 +257,26 @@ class ScenarioRun:
     def _faults(self, context: ChaosContext, service: Service, sampler: LagSampler) -> None:
         workload = self.workload()
         workload.start()
+        try:
+            self._inject(workload, context, service)
+            self._catch_up(service, sampler)
+            self._wait_for_consumers(workload)
+        finally:
+            # Whatever went wrong, producers and readers stop and their histories are written:
+            # the check that follows still counts what was written and read.
+            stats = workload.stop()
+        self.stats = {
+            "acknowledged": stats.acknowledged,
+            "aborted": stats.aborted,
+            "processed": stats.processed,
+        }
+        errors = [e for e in stats.errors() if "Broker: Not enough" not in e]
+        if errors:
+            self.say(f"{self.scenario.name}: workload noted {len(errors)} error(s): {errors[:2]}")
+
+    def _inject(self, workload: Workload, context: ChaosContext, service: Service) -> None:
+        """The scenario's faults on their schedule while the workload runs; healed, and the
+        producers stopped, whatever happens."""
         nemeses: list[Nemesis] = []
         try:
             workload.wait_for(lambda s: s.acknowledged >= 200, timeout_s=60)
@@ -272,7 +304,8 @@ class ScenarioRun:
                 except Exception as err:
                     self.problems.append(f"heal {nemesis.kind}: {err}")
             workload.stop_producers()
-        self._catch_up(service, sampler)
+
+    def _wait_for_consumers(self, workload: Workload) -> None:
         acked: dict[str, int] = {}
         for p in workload.producers:
             acked[p.spec.cluster] = acked.get(p.spec.cluster, 0) + p.stats.acknowledged
@@ -285,15 +318,6 @@ class ScenarioRun:
             )
         except TimeoutError as err:
             self.problems.append(f"consumers: {err}")
-        stats = workload.stop()
-        self.stats = {
-            "acknowledged": stats.acknowledged,
-            "aborted": stats.aborted,
-            "processed": stats.processed,
-        }
-        errors = [e for e in stats.errors() if "Broker: Not enough" not in e]
-        if errors:
-            self.say(f"{self.scenario.name}: workload noted {len(errors)} error(s): {errors[:2]}")
 
     def _catch_up(self, service: Service, sampler: LagSampler) -> None:
         self.say(f"{self.scenario.name}: healed; waiting for replication to catch up")
@@ -304,7 +328,10 @@ class ScenarioRun:
             time.sleep(1.0)
             return sampler.caught_up()
 
-        wait(twice, 300, "replication to catch up", service)
+        try:
+            wait(twice, 300, "replication to catch up", service)
+        except LocalEnvError as err:
+            raise LocalEnvError(f"{err} (last reading: {sampler.describe_last()})") from err
 
     # -- the site-loss drill ---------------------------------------------------------------
 

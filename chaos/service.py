@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from drsvc.errors import LocalEnvError
+from drsvc.runtime.supervisor.parent_death import die_with_parent_hook
 
 ROLES = "replicate,heartbeats,checkpoints,controller"
 
@@ -48,6 +49,10 @@ class Service:
             stderr=subprocess.STDOUT,
             env=self.environ(),
             start_new_session=True,
+            # A suite killed on its timeout must not leave the service copying on its own. The
+            # hook is loaded before the fork and only calls prctl in the child, so the threads
+            # of this process (Spark's gateway among them) hold nothing it needs.
+            preexec_fn=die_with_parent_hook(),  # noqa: PLW1509
         )
 
     def environ(self) -> dict[str, str]:
@@ -106,16 +111,19 @@ class Service:
 
 def wait(predicate: Any, timeout_s: float, what: str, service: Service | None = None) -> None:
     deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
     while time.monotonic() < deadline:
         if service is not None:
             service.check()
         try:
             if predicate():
                 return
-        except Exception:  # a cluster answering an error while things move: ask again
-            pass
+            last_error = None
+        except Exception as err:  # a cluster answering an error while things move: ask again
+            last_error = err
         time.sleep(0.5)
-    raise LocalEnvError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    because = f" (last asked: {last_error})" if last_error is not None else ""
+    raise LocalEnvError(f"timed out after {timeout_s:.0f} s waiting for {what}{because}")
 
 
 def retrying(

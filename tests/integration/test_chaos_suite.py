@@ -54,7 +54,10 @@ def test_the_short_suite_passes(
     names = [r["scenario"] for r in summary["scenarios"]]
     assert names == [s.name for s in suite(short=True)]
     for result in summary["scenarios"]:
-        assert result["passed"] is True, result
+        assert result["passed"] is True, (
+            f"{result['scenario']} failed: {'; '.join(result['reasons'])} "
+            f"(checks {result['checks']}, took {result['elapsed_s']} s)"
+        )
         assert result["checks"]["lost"] == 0 and result["checks"]["reordered"] == 0
         assert (out / result["scenario"] / "report.html").is_file()
     assert done.returncode == 0

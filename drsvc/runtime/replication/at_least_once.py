@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from drsvc.errors import FatalClientError, KafkaUnavailableError
+from drsvc.runtime.heartbeats.outage import OutageLog
 from drsvc.runtime.replication.boundary import Consumer, Producer, TopicCatalog
 from drsvc.runtime.replication.client_configs import (
     consumer_config,
@@ -88,6 +89,7 @@ class AtLeastOnce:
         self._keepalive = keepalive_policy(engine.settings)
         self._next_seal = 0.0
         self._next_commit = 0.0
+        self._commit_outage = OutageLog(f"committing progress of {self.settings.flow_id}", log)
 
     # ------------------------------------------------------------------ setup
 
@@ -95,7 +97,8 @@ class AtLeastOnce:
         catalog.ensure_sync_topic()
 
     def source_config(self) -> dict[str, Any]:
-        return consumer_config(self.settings)
+        # librdkafka answers asynchronous commits through on_commit, served by consume/poll.
+        return {**consumer_config(self.settings), "on_commit": self._on_commit}
 
     def start(self) -> None:
         engine = self.engine
@@ -317,6 +320,29 @@ class AtLeastOnce:
                 failed = engine.lanes.get((offset.topic, offset.partition))
                 if failed is not None:
                     failed.committed = -1
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The answer to a commit. A failed one (the source's group coordinator moving, its
+        broker paused) is committed again at the next commit tick: nothing else would retry it
+        once its partition goes quiet, and the committed progress (the lag ``drsvc status``
+        reads, where a restart resumes) would stay behind for good."""
+        now = self.engine.clock.monotonic()
+        failed = [
+            tp
+            for tp in partitions
+            if (err is not None and err.code() != KafkaError._NO_OFFSET) or tp.error is not None
+        ]
+        if not failed:
+            if partitions:
+                self._commit_outage.succeeded(now)
+            return
+        reason = err if err is not None else failed[0].error
+        self._commit_outage.failed(f"{reason} ({len(failed)} partition(s) committed again)", now)
+        for tp in failed:
+            lane = self.engine.lanes.get((tp.topic, tp.partition))
+            # Only if nothing newer was committed since: that commit's own answer decides.
+            if lane is not None and lane.committed == tp.offset:
+                lane.committed = -1
 
     # ------------------------------------------------------------------ the lane's actions
 

@@ -186,6 +186,11 @@ def _raise(code: int, reason: str | None = None, **flags: bool) -> KafkaExceptio
     return KafkaException(_error(code, reason, **flags))
 
 
+def _copies(partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+    """What a commit's answer names: each partition and the offset it committed."""
+    return [TopicPartition(tp.topic, tp.partition, tp.offset) for tp in partitions]
+
+
 # ---------------------------------------------------------------------------------------- time
 
 
@@ -998,6 +1003,8 @@ class FakeConsumer:
         self._turn = 0
         self._seek_refusals: list[int] = []
         self._commit_failures: list[int] = []
+        #: answers to asynchronous commits, for ``on_commit`` at the next consume/poll
+        self._commit_answers: list[tuple[KafkaError | None, list[TopicPartition]]] = []
         cluster.consumers.append(self)
 
     def __repr__(self) -> str:
@@ -1319,6 +1326,7 @@ class FakeConsumer:
         if error is not None:
             if asynchronous:
                 self.failed_commits.append(error)
+                self._commit_answers.append((error, _copies(wanted)))
                 return None
             raise KafkaException(error)
         stored = self.cluster.group_offsets.setdefault(group, {})
@@ -1327,6 +1335,8 @@ class FakeConsumer:
             stored[(tp.topic, tp.partition)] = CommittedOffset(
                 tp.offset, tp.metadata or "", -1 if epoch is None else epoch
             )
+        if asynchronous:
+            self._commit_answers.append((None, _copies(wanted)))
         return (
             None
             if asynchronous
@@ -1341,6 +1351,7 @@ class FakeConsumer:
         with nothing to return, the clock advances by ``timeout``."""
         self._check_open()
         self._serve_group()
+        self._serve_commit_answers()
         self.cluster._expire_transactions()
         messages = self._gather(num_messages)
         if not messages:
@@ -1352,6 +1363,14 @@ class FakeConsumer:
         rebalance callbacks run for a consumer that never consumes."""
         messages = self.consume(1, timeout)
         return messages[0] if messages else None
+
+    def _serve_commit_answers(self) -> None:
+        """librdkafka answers asynchronous commits through ``on_commit`` from consume/poll."""
+        answers, self._commit_answers = self._commit_answers, []
+        on_commit = self.config.get("on_commit")
+        if on_commit is not None:
+            for error, partitions in answers:
+                on_commit(error, partitions)
 
     def close(self) -> None:
         """Leave the group (the held partitions are revoked first, as librdkafka does)."""

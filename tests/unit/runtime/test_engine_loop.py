@@ -536,6 +536,35 @@ def test_the_delivery_mode_follows_the_flow() -> None:
     assert isinstance(new_flow("exactly-once").engine.delivery, ExactlyOnce)
 
 
+def test_commits_that_failed_are_made_again_after_the_partitions_went_quiet(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An asynchronous commit that failed (the source's group coordinator moving after its
+    broker was paused) is answered through on_commit only; nothing new to copy would otherwise
+    ever commit that progress again, and its lag would stay for good."""
+    flow = new_flow()
+    produce(flow, 20)
+
+    def coordinator_moving() -> None:
+        for _ in range(4):
+            flow.engine.consumer.fail_next_commit(KafkaError.NOT_COORDINATOR)  # type: ignore[attr-defined]
+
+    def said_again() -> bool:
+        return any("working again" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level("INFO", logger="drsvc.runtime.replication.at_least_once"):
+        flow.run(
+            (lambda: True, coordinator_moving),
+            (both(caught_up(flow), progress_at_end(flow)), None),
+            (said_again, None),
+        )
+    assert len(flow.engine.consumer.failed_commits) == 4  # type: ignore[attr-defined]
+    said = [r.getMessage() for r in caplog.records if "committing progress" in r.getMessage()]
+    assert len(said) == 2, said
+    assert "failing" in said[0] and "NOT_COORDINATOR" in said[0]
+    assert "working again after 4 failed attempt(s)" in said[1]
+
+
 @pytest.mark.parametrize("delivery", MODES)
 def test_the_next_engine_continues_from_the_committed_progress(delivery: str) -> None:
     """A worker stopped (graceful shutdown: settled, committed) and the next one of the flow
