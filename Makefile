@@ -19,10 +19,14 @@ setup:
 demo: setup
 	$(VENV)/bin/drsvc demo
 
+# How long a local broker may take to start in the tests: the run holds a dozen brokers and
+# Spark on two cores, and a broker restarted mid-test has needed more than the 90 s default.
+TEST_START_TIMEOUT_S ?= 180
+
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 test: setup
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) --durations=25 tests; status=$$?; \
+	DRSVC_START_TIMEOUT_S=$(TEST_START_TIMEOUT_S) $(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) --durations=25 tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
 
