@@ -220,6 +220,9 @@ class ReplicationEngine:
             standby=settings.standby,
         )
         self._backfill_check = BackfillAgeCheck(settings.target_alias)
+        #: records older than their lane's progress came back in the last batch (see _copy)
+        self._went_back = False
+        self._went_back_checked_at = 0.0
         self._catalog: TopicCatalog | None = None
         self._discovery: TopicDiscovery | None = None
         self._consumer: Consumer | None = None
@@ -321,6 +324,8 @@ class ReplicationEngine:
             if messages:
                 self._backfill_check.check(messages[0], self.mirrored)
                 sent = self._copy(messages)
+                if self._went_back:
+                    self._consumer_went_back()
                 wait_s = self.flow_control.sent(sent, len(messages), clock.monotonic())
                 self._hold_back(wait_s)
             now = clock.monotonic()
@@ -377,6 +382,12 @@ class ReplicationEngine:
             if lane is None or producer is None or not lane.copying or not lane.progress.accepting:
                 continue
             offset: int = msg.offset()  # type: ignore[assignment]
+            if offset < lane.progress.next_offset:
+                # The consumer went back without being asked (the source topic deleted and
+                # recreated, its offsets starting over, before discovery saw it): copying
+                # would mix two logs in one run. Discovery decides right after this batch.
+                self._went_back = True
+                continue
             headers: Any = msg.headers()
             if loop_check and provenance.visited(headers, target):
                 stats.skipped_loops += 1
@@ -625,6 +636,24 @@ class ReplicationEngine:
             log.info("paused %d partition(s) of %s", paused, self.flow_id)
         if resumed:
             log.info("resuming %d partition(s) of %s", resumed, self.flow_id)
+
+    def _consumer_went_back(self) -> None:
+        """Records older than their lane's progress were read and left uncopied. A recreated
+        source topic (new topic id) restarts its lanes from the new topic's start once
+        discovery sees it, so discovery runs now (at most once a second); for the same topic
+        they were copied already, and copying goes on where the lane was."""
+        self._went_back = False
+        now = self.clock.monotonic()
+        if now - self._went_back_checked_at < 1.0:
+            return
+        self._went_back_checked_at = now
+        log.warning(
+            "%s: the source consumer returned records older than the progress of their "
+            "partition; discovering topics now (a recreated source topic?)",
+            self.flow_id,
+        )
+        if self.refresh_topics():
+            self.delivery.topics_changed(self.mirrored)
 
     def refresh_topics(self) -> bool:
         """Discover the flow's topics again, now, on the loop (waiting for a discovery under

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
 from fake_kafka import FakeClock, FakeCluster, FakeKafka, FakeProducer, bootstrap_servers
 
 from drsvc.errors import FatalClientError
@@ -534,6 +534,29 @@ def test_start_positions_clamp_progress_deleted_by_retention() -> None:
 def test_the_delivery_mode_follows_the_flow() -> None:
     assert isinstance(new_flow("at-least-once").engine.delivery, AtLeastOnce)
     assert isinstance(new_flow("exactly-once").engine.delivery, ExactlyOnce)
+
+
+def test_records_older_than_the_progress_are_never_copied_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The consumer going back on its own (a source topic recreated before discovery saw it)
+    must not copy records into a run that has moved past them: they are left, discovery runs at
+    once, and copying goes on where the partition was."""
+    flow = new_flow()
+    produce(flow, 30)
+
+    def go_back() -> None:
+        flow.engine.consumer.seek(TopicPartition(TOPIC, 0, 5))
+        produce(flow, 10, first=30)
+
+    with caplog.at_level("WARNING", logger="drsvc.runtime.replication.engine"):
+        flow.run(
+            (both(caught_up(flow), progress_at_end(flow)), go_back),
+            (both(caught_up(flow), progress_at_end(flow)), None),
+        )
+    for partition in range(2):
+        assert flow.copied(partition) == flow.source_values(partition)
+    assert any("older than the progress" in r.getMessage() for r in caplog.records)
 
 
 def test_commits_that_failed_are_made_again_after_the_partitions_went_quiet(
