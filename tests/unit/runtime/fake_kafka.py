@@ -1598,10 +1598,10 @@ class FakeProducer:
         value: bytes | str | None = None,
         key: bytes | str | None = None,
         partition: int = -1,
+        callback: DeliveryCallback | None = None,
         on_delivery: DeliveryCallback | None = None,
         timestamp: int = 0,
         headers: Iterable[tuple[str, Any]] | Mapping[str, Any] | None = None,
-        callback: DeliveryCallback | None = None,
     ) -> None:
         """Queue a record; ``BufferError`` when the queue is full, ``KafkaException`` for a
         partition the topic does not have (or an injected refusal)."""
