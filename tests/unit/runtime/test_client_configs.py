@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from drsvc.runtime.replication.client_configs import (
+    FETCH_QUEUE_BACKOFF_MS,
     SYNC_LINGER_MS,
+    consumer_config,
     producer_config,
     slot_producer_config,
+    slot_source_config,
     sync_producer_config,
 )
 from drsvc.runtime.replication.settings import WorkerSettings, worker_settings
@@ -47,3 +50,13 @@ def test_offset_syncs_never_wait_out_a_long_linger_of_the_copies() -> None:
     assert syncs["enable.idempotence"] is True and syncs["acks"] == "all"
     # a flow lingering less than the syncs' own limit keeps its shorter wait for them too
     assert sync_producer_config(settings(", linger_ms: 0"))["linger.ms"] == 0
+
+
+def test_the_source_consumer_fetches_again_soon_after_its_queue_drains() -> None:
+    # librdkafka's default waits a whole second, during which a busy worker runs dry.
+    config = consumer_config(settings())
+    assert config["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS <= 50
+    # what the queue may hold is unchanged: the backoff never lets the prefetch grow past it
+    assert config["max.partition.fetch.bytes"] == 1024 * 1024
+    assert config["queued.max.messages.kbytes"] == settings().fetch_queue_kbytes
+    assert slot_source_config(settings())["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS
