@@ -58,8 +58,10 @@ class WorkerSettings:
     compression: str = "lz4"
     producer_queue_messages: int = 200_000
     producer_queue_kbytes: int = 64 * 1024
-    #: prefetched records per worker; 64 MiB keeps 1 KiB records flowing (peak RSS ~210 MiB)
-    fetch_queue_kbytes: int = 64 * 1024
+    #: prefetched records per worker. Since the consumer fetches again 10 ms after its queue
+    #: drains below this (not 1 s), the queue stays near full: 64 MiB of 1 KiB records took a
+    #: worker to 290-330 MiB, 32 MiB keeps it near 230 MiB at the same rate (bench/README.md)
+    fetch_queue_kbytes: int = 32 * 1024
     #: how long a record may wait for the target before its delivery fails (and is retried)
     message_timeout_ms: int = 120_000
     #: largest produce request; records above a topic's own limit are refused by the broker
