@@ -21,7 +21,7 @@ from fake_kafka import FakeClock, FakeCluster, FakeKafka, FakeProducer, bootstra
 from drsvc.errors import FatalClientError
 from drsvc.runtime.replication.at_least_once import AtLeastOnce
 from drsvc.runtime.replication.control import FlowControl
-from drsvc.runtime.replication.engine import ReplicationEngine
+from drsvc.runtime.replication.engine import COPYING_GC_THRESHOLDS, ReplicationEngine
 from drsvc.runtime.replication.exactly_once import ExactlyOnce
 from drsvc.runtime.replication.settings import worker_settings
 from drsvc.topology import load_topology_text
@@ -663,3 +663,14 @@ def test_an_exactly_once_slot_taken_over_is_taken_back_and_nothing_is_copied_twi
     assert flow.engine.stats.transactions_failed > fenced_at[0]
     for partition in range(2):
         assert flow.copied(partition) == flow.source_values(partition)
+
+
+def test_the_garbage_collector_runs_rarely_while_copying_and_as_before_afterwards() -> None:
+    flow = new_flow()
+    produce(flow, 20)
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+    flow.run((caught_up(flow), lambda: seen.append(gc.get_threshold())))
+    assert seen == [COPYING_GC_THRESHOLDS]
+    assert COPYING_GC_THRESHOLDS[0] > 100 * before[0]
+    assert gc.get_threshold() == before
