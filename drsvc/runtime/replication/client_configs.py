@@ -46,9 +46,9 @@ def consumer_config(s: WorkerSettings) -> dict[str, Any]:
             # the consumer's queue, librdkafka stops fetching and looks again only after this
             # backoff, 1 s by default. Two workers copying 100-byte records empty that queue in
             # under a second and then waited for the source a fifth of the time; with 5-20 ms
-            # they drained a backlog a quarter faster at the same memory (bench/README.md). The
-            # queue's limits still cap the prefetch: the backoff only decides how soon fetching
-            # resumes once it is back under them.
+            # they drained a backlog a quarter faster (bench/README.md). The queue's limits
+            # still cap the prefetch: the backoff only decides how soon fetching resumes once it
+            # is back under them.
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             "client.id": naming.flow_client_id(s.flow_id),
             "log_level": 4,

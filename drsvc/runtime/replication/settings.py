@@ -59,8 +59,8 @@ class WorkerSettings:
     producer_queue_messages: int = 200_000
     producer_queue_kbytes: int = 64 * 1024
     #: prefetched records per worker. Since the consumer fetches again 10 ms after its queue
-    #: drains below this (not 1 s), the queue stays near full: 64 MiB of 1 KiB records took a
-    #: worker to 290-330 MiB, 32 MiB keeps it near 230 MiB at the same rate (bench/README.md)
+    #: drains below this (not 1 s), the queue stays near full: with 64 MiB of 1 KiB records a
+    #: worker peaked at 290 MiB, with 32 MiB at about 240 MiB, at the same rate (bench/README.md)
     fetch_queue_kbytes: int = 32 * 1024
     #: how long a record may wait for the target before its delivery fails (and is retried)
     message_timeout_ms: int = 120_000
