@@ -100,6 +100,9 @@ END_OFFSETS_INTERVAL_S = 1.0
 #: a worker's CPU per record. Only reference cycles wait longer for collection this way, and a
 #: worker makes few (bench/README.md: 16 % more records/s of 100 B, the same peak memory).
 COPYING_GC_THRESHOLDS = (100_000, 20, 100)
+#: the shortest time between two discoveries run because the consumer went back: a consumer
+#: that keeps returning old records must not turn every batch into a discovery
+WENT_BACK_DISCOVERY_INTERVAL_S = 1.0
 
 
 class Delivery(Protocol):
@@ -316,8 +319,7 @@ class ReplicationEngine:
                 if first:
                     # The first discovery runs here: nothing is copied or in flight yet.
                     first = False
-                    if self.refresh_topics():
-                        delivery.topics_changed(self.mirrored)
+                    self._discover_now()
                 else:
                     self.discovery.start()
                 self._take_discovered()
@@ -657,7 +659,7 @@ class ReplicationEngine:
         they were copied already, and copying goes on where the lane was."""
         self._went_back = False
         now = self.clock.monotonic()
-        if now - self._went_back_checked_at < 1.0:
+        if now - self._went_back_checked_at < WENT_BACK_DISCOVERY_INTERVAL_S:
             return
         self._went_back_checked_at = now
         log.warning(
@@ -665,6 +667,10 @@ class ReplicationEngine:
             "partition; discovering topics now (a recreated source topic?)",
             self.flow_id,
         )
+        self._discover_now()
+
+    def _discover_now(self) -> None:
+        """Discover on the loop and tell the delivery mode what changed, if discovery worked."""
         if self.refresh_topics():
             self.delivery.topics_changed(self.mirrored)
 
