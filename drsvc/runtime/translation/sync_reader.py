@@ -17,8 +17,12 @@ What the result can be trusted for:
   applied; the partition is listed in :attr:`SyncTopicRead.conflicts` and its translations must
   not be trusted. A record that is not a sync at all stops the read with a
   :class:`~drsvc.errors.PermanentError`: skipping it could make translations wrong silently.
-* The read is bounded by ``timeout_s``; brokers that do not answer in time raise
-  :class:`~drsvc.errors.KafkaUnavailableError`.
+* The read gives up when it makes no progress for ``timeout_s``: brokers that do not answer in
+  time raise :class:`~drsvc.errors.KafkaUnavailableError`. A read that keeps moving is not cut
+  short, however long the topic: a flow writes a sync per busy partition about five times a
+  second and keeps them for ``sync_retention_ms`` (7 days), millions of syncs that take minutes
+  to read (about 110,000 a second), and a fixed deadline would fail every failover after a day
+  or two of steady traffic. A long read logs how far it is every ``PROGRESS_LOG_S``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ log = logging.getLogger(__name__)
 BATCH = 10_000
 #: How long one consume() call waits for records.
 POLL_S = 0.5
+#: How often a long read logs how far it is.
+PROGRESS_LOG_S = 10.0
 #: librdkafka logs critical problems only: every failure that matters reaches the caller as an
 #: error naming the cluster, and a retried connection would otherwise log a line every 50 ms.
 QUIET = {"log_level": "2"}
@@ -132,7 +138,7 @@ def read_sync_topic(
         result.ends = {p: low for p, (low, _high) in bounds.items()}
         if todo:
             consumer.assign([KafkaPartition(sync_topic, p, bounds[p][0]) for p in todo])
-            _read(consumer, result, todo, wanted, time.monotonic() + timeout_s, timeout_s)
+            _read(consumer, result, todo, wanted, timeout_s)
         log.debug(
             "read %d offset syncs from %s on %s (%d applied, %d conflicting partitions)",
             result.records,
@@ -193,18 +199,32 @@ def _read(
     result: SyncTopicRead,
     todo: dict[int, int],
     wanted: frozenset[str] | None,
-    deadline: float,
     timeout_s: float,
 ) -> None:
+    """Read until every partition in ``todo`` reached its end; give up after ``timeout_s``
+    without a record read or a partition finished."""
+    moved_at = time.monotonic()
+    next_log = moved_at + PROGRESS_LOG_S
+    seen = (result.records, len(todo))
     while todo:
-        if time.monotonic() > deadline:
-            behind = ", ".join(
-                f"partition {p} at {result.ends[p]} of {end}" for p, end in sorted(todo.items())
-            )
+        now = time.monotonic()
+        if (result.records, len(todo)) != seen:
+            seen = (result.records, len(todo))
+            moved_at = now
+        if now - moved_at > timeout_s:
             raise KafkaUnavailableError(
-                f"reading offset-sync topic {result.topic} on {result.cluster} did not reach its "
-                f"end within {timeout_s:.0f}s ({behind})"
+                f"reading offset-sync topic {result.topic} on {result.cluster} made no progress "
+                f"for {timeout_s:.0f}s ({_how_far(result, todo)}; {result.records} syncs read)"
             )
+        if now >= next_log:
+            log.info(
+                "reading offset-sync topic %s on %s: %d syncs read so far (%s)",
+                result.topic,
+                result.cluster,
+                result.records,
+                _how_far(result, todo),
+            )
+            next_log = now + PROGRESS_LOG_S
         try:
             messages = consumer.consume(BATCH, POLL_S)
         except KafkaException as err:
@@ -237,3 +257,9 @@ def _read(
             result.ends[partition] = offset + 1
             if offset + 1 >= todo[partition]:
                 todo.pop(partition)
+
+
+def _how_far(result: SyncTopicRead, todo: dict[int, int]) -> str:
+    return ", ".join(
+        f"partition {p} at {result.ends[p]} of {end}" for p, end in sorted(todo.items())
+    )
