@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 import pytest
+from fake_kafka import FakeClock
 
 from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.translation import sync_reader
@@ -18,14 +19,6 @@ from failover.offset_syncs import OffsetSync, Segment, TopicPartition, encode_sy
 
 SOURCE_ID, TARGET_ID = b"S" * 16, b"T" * 16
 TIMEOUT_S = 5.0
-
-
-@dataclass
-class FakeClock:
-    now: float = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -63,8 +56,8 @@ class SlowConsumer:
     calls: list[float] = field(default_factory=list)
 
     def consume(self, num_messages: int, timeout: float) -> list[SyncRecord]:
-        self.clock.now += self.call_s
-        self.calls.append(self.clock.now)
+        self.clock.advance(self.call_s)
+        self.calls.append(self.clock.monotonic())
         limit = len(self.records) if self.stall_after is None else self.stall_after
         if self.handed >= limit:
             return []
@@ -102,6 +95,7 @@ def test_a_read_that_keeps_moving_runs_past_the_timeout_and_says_how_far_it_is(
     clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     records = sync_records(12)
+    started = clock.monotonic()
     consumer = SlowConsumer(clock, records, call_s=2.0)
     result = SyncTopicRead(cluster="west", topic="drsvc.offset-syncs.east")
     result.ends = {0: 0}
@@ -109,7 +103,7 @@ def test_a_read_that_keeps_moving_runs_past_the_timeout_and_says_how_far_it_is(
     with caplog.at_level(logging.INFO, logger=sync_reader.__name__):
         sync_reader._read(consumer, result, {0: 12}, None, TIMEOUT_S)  # type: ignore[arg-type]
 
-    assert clock.now - 1000.0 == 24.0  # nearly five times the timeout
+    assert clock.monotonic() - started == 24.0  # nearly five times the timeout
     assert result.records == 12
     assert result.ends == {0: 12}
     assert result.index.replicated_end(TopicPartition("orders", 0)) == 1200
@@ -134,4 +128,4 @@ def test_a_read_that_stops_moving_gives_up_after_the_timeout_naming_where_it_sto
     assert "partition 0 at 3 of 10" in message and "3 syncs read" in message
     # It gave up within one consume() call of the timeout after the last record.
     last_record_at = consumer.calls[2]
-    assert TIMEOUT_S < clock.now - last_record_at <= TIMEOUT_S + consumer.call_s
+    assert TIMEOUT_S < clock.monotonic() - last_record_at <= TIMEOUT_S + consumer.call_s
