@@ -77,6 +77,10 @@ class ActiveDocument:
     at_ms: int = 0
     #: how long a client may act on this value without hearing from Consul again
     lease_ms: int = int(DEFAULT_LEASE_S * 1000)
+    #: False for a value drsvc did not write as a document (a plain alias or ``none`` typed by
+    #: hand, or an absent key): it has no epoch of its own, so clients do not act on it as if it
+    #: were a newer value than one they heard
+    versioned: bool = True
 
     def encode(self) -> str:
         return json.dumps(
@@ -96,12 +100,14 @@ class ActiveDocument:
         return self.cluster is None
 
 
-def decode_active(raw: str | None, preferred: str) -> ActiveDocument:
+def decode_active(
+    raw: str | None, preferred: str, lease_ms: int = int(DEFAULT_LEASE_S * 1000)
+) -> ActiveDocument:
     """The document stored at an application's key (``raw`` None: the key is absent, so the
-    application is where it prefers to be). Raises :class:`ActiveFormatError` naming what is
-    wrong; it never guesses a cluster."""
+    application is where it prefers to be, under the application's configured ``lease_ms``).
+    Raises :class:`ActiveFormatError` naming what is wrong; it never guesses a cluster."""
     if raw is None:
-        return ActiveDocument(preferred)
+        return ActiveDocument(preferred, lease_ms=lease_ms, versioned=False)
     text = raw.strip()
     if not text.startswith(("{", '"')) and text != "null":
         return _plain(text)
@@ -194,10 +200,10 @@ def usable_cluster(
 def _plain(alias: str) -> ActiveDocument:
     text = alias.strip()
     if text.lower() in _NONE_VALUES:
-        return ActiveDocument(None)
+        return ActiveDocument(None, versioned=False)
     if not _ALIAS.fullmatch(text):
         raise ActiveFormatError(f"expected a JSON object or a cluster alias, got {alias!r}")
-    return ActiveDocument(text)
+    return ActiveDocument(text, versioned=False)
 
 
 def _is_count(value: object) -> bool:

@@ -12,6 +12,8 @@ that catch ``ValueError`` keep doing so::
     ├── SyncConflictError         an offset sync contradicts the offset index
     ├── SwitchError               a change of an application's active cluster breaks its rules
     │   └── FailoverRefused       a failover that must not start (the message says why)
+    │       ├── PreconditionFailed  the caller's expectations (kind, epoch) no longer hold
+    │       └── RequestMismatch     a request id already names a different request
     └── FormatError               bytes are not a record this build can read (or write)
         ├── SyncFormatError       an offset sync key or value
         ├── IndexSnapshotError    an offset index snapshot
@@ -37,8 +39,10 @@ __all__ = [
     "IndexSnapshotError",
     "PatternError",
     "PolicyError",
+    "PreconditionFailed",
     "ProvenanceFormatError",
     "RecordFormatError",
+    "RequestMismatch",
     "SwitchError",
     "SyncConflictError",
     "SyncFormatError",
@@ -78,6 +82,16 @@ class SwitchError(CoreError):
 class FailoverRefused(SwitchError):
     """A failover that must not start: unknown cluster, already active there, another failover
     of the application running, no flow to the target..."""
+
+
+class PreconditionFailed(FailoverRefused):
+    """The caller planned against a situation that has changed: the failover it saw (its kind,
+    the application's epoch) is not the one that would run now. HTTP answers 412."""
+
+
+class RequestMismatch(FailoverRefused):
+    """A request id that an application's earlier, different request already used (another
+    target, or force where there was none). HTTP answers 409."""
 
 
 class FormatError(CoreError):

@@ -117,6 +117,11 @@ class FailoverRequest:
     force: bool = False
     #: the caller's id: the same request twice is one failover
     request_id: str | None = None
+    #: preconditions from a dry run the caller looked at: refuse (PreconditionFailed) unless the
+    #: failover that would run now is of this kind ...
+    expect_kind: FailoverKind | None = None
+    #: ... and the application's active document still has this epoch
+    expect_epoch: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ the group offset sync recognise drsvc's own groups by it and never translate or 
 
 from __future__ import annotations
 
+import re
+
+from failover.errors import PolicyError
+
 __all__ = [
     "CHECKPOINTS_READER_GROUP",
     "DEFAULT_CHECKPOINTS_TOPIC",
@@ -25,12 +29,15 @@ __all__ = [
     "DEFAULT_OFFSET_SYNCS_TOPIC",
     "DEMO_READER_GROUP",
     "OWN_GROUP_PREFIX",
+    "REQUEST_ID_PATTERN",
     "REPLAY_READER_GROUP",
     "SMOKE_KEY",
     "SMOKE_TOPIC",
     "SYNC_REPAIR_GROUP",
     "TRANSLATE_READER_GROUP",
     "app_active_key",
+    "check_key_segment",
+    "check_request_id",
     "checkpoints_app_id",
     "checkpoints_app_suffix",
     "consul_prefix",
@@ -177,6 +184,31 @@ def heartbeat_observer_client_id(observer: str) -> str:
 
 
 # -- Consul KV ------------------------------------------------------------------------------------
+
+#: A caller's request id (API body, CLI ``--request-id``): it becomes one segment of a Consul key,
+#: so it starts with a letter or digit (never ``.`` or ``..``) and has no ``/``.
+REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+def check_request_id(request_id: str) -> str:
+    """``request_id`` if it may name a request; :class:`PolicyError` naming the rule if not."""
+    if not REQUEST_ID_PATTERN.fullmatch(request_id):
+        raise PolicyError(
+            f"request id {request_id!r}: 1 to 128 letters, digits, '.', '_', ':' or '-', "
+            "starting with a letter or digit"
+        )
+    return request_id
+
+
+def check_key_segment(kind: str, name: str) -> str:
+    """``name`` if it may be one segment of a Consul key (a namespace, an application, a
+    cluster alias); :class:`PolicyError` if not. Consul's reads normalise ``.`` and ``..`` in a
+    URL while its transactions store them literally, so such a name would read and write
+    different keys."""
+    if name in {".", ".."} or not name or "/" in name:
+        raise PolicyError(f"{kind} {name!r} cannot be part of a Consul key (not '.', '..' or '/')")
+    return name
+
 
 
 def consul_prefix(namespace: str) -> str:
