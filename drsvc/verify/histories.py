@@ -23,6 +23,14 @@ reads every table as one DataFrame:
     been replicated when the old cluster was left.
 ``unreplicated``
     Per failover, the source ranges drsvc reported as not replicated (its recovery point).
+``switches``
+    Every failover of an application as its active-cluster document saw it (one row per
+    failover, whatever the number of groups): from and to which cluster, whether it was planned,
+    when (wall ms, the executor's clock, taken as each step's write had been acknowledged) its
+    ``deactivate`` (active: none), ``set-offsets`` and ``activate`` (active: the new cluster)
+    steps completed, and the epochs it wrote: ``none_epoch`` with none, ``to_epoch`` with the new
+    cluster. Nulls for steps it never completed (a rolled-back failover has no ``activate_ms``).
+    The "two active" check reads it (:mod:`drsvc.verify.two_active`).
 ``faults``
     Every fault a chaos scenario injected (a nemesis): its name, what it hit, when it started
     and when it was healed (None if it never was), and a detail line.
@@ -198,6 +206,22 @@ UNREPLICATED = TableSchema(
     ),
 )
 
+SWITCHES = TableSchema(
+    "switches",
+    (
+        Field("failover_id", "string"),
+        Field("app", "string"),
+        Field("from_cluster", "string"),
+        Field("to_cluster", "string"),
+        Field("planned", "bool"),
+        Field("deactivate_ms", "long", nullable=True),
+        Field("set_offsets_ms", "long", nullable=True),
+        Field("activate_ms", "long", nullable=True),
+        Field("none_epoch", "long", nullable=True),
+        Field("to_epoch", "long", nullable=True),
+    ),
+)
+
 FAULTS = TableSchema(
     "faults",
     (
@@ -209,7 +233,7 @@ FAULTS = TableSchema(
     ),
 )
 
-TABLES = (PRODUCED, CONSUMED, COMMITS, FAILOVERS, CUTOFFS, UNREPLICATED, FAULTS)
+TABLES = (PRODUCED, CONSUMED, COMMITS, FAILOVERS, CUTOFFS, UNREPLICATED, SWITCHES, FAULTS)
 
 
 class ProducedRecord(NamedTuple):
@@ -275,6 +299,19 @@ class Unreplicated(NamedTuple):
     partition: int
     first_offset: int
     last_offset: int | None
+
+
+class Switch(NamedTuple):
+    failover_id: str
+    app: str
+    from_cluster: str
+    to_cluster: str
+    planned: bool
+    deactivate_ms: int | None
+    set_offsets_ms: int | None
+    activate_ms: int | None
+    none_epoch: int | None
+    to_epoch: int | None
 
 
 class FaultEvent(NamedTuple):
