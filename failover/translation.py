@@ -22,6 +22,23 @@ anything; otherwise ``reason`` says why not and ``pending`` says how far off it 
     BEFORE_SYNCS        None     no      older than the oldest retained sync, or trimmed
     LOG_TRUNCATED       None     no      the source log was truncated past the committed offset
                                          (leader epoch check)
+
+Which of them waiting can fix. A planned failover deactivates the application and then waits for
+replication to catch up with its groups, which stand still meanwhile. Only some reasons can turn
+exact that way; :data:`PERMANENT_REASONS` lists those that cannot, so that a failover can be
+refused before the application is deactivated rather than after minutes of waiting:
+
+* BEFORE_SYNCS: syncs only ever extend forward (new copies, newer passes); a position they do not
+  reach from below now, they never will.
+* LOG_TRUNCATED: the records the position refers to are gone from the source log.
+* REPLICATION_GAP: the worker jumped over offsets it could no longer read (retention deleted them
+  first) and carries on past them; no later pass copies them.
+
+The others can: AHEAD_OF_SYNCS and RECOPY_BEHIND turn exact once replication reaches the position;
+UNKNOWN_PARTITION is a partition replication has not copied yet (a new partition, a worker that
+has not reached it) and TOPIC_MISMATCH a recreated topic whose new incarnation replication has not
+copied yet (a new topic id restarts the partition from its start). Both later become one of the
+other reasons, which is judged again then.
 """
 
 from __future__ import annotations
@@ -31,7 +48,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import NamedTuple
 
-__all__ = ["Reason", "Translation", "TranslationBatch", "never_written"]
+__all__ = ["PERMANENT_REASONS", "Reason", "Translation", "TranslationBatch", "never_written"]
 
 
 class Reason(StrEnum):
@@ -45,6 +62,18 @@ class Reason(StrEnum):
     TOPIC_MISMATCH = "topic-mismatch"
     BEFORE_SYNCS = "before-syncs"
     LOG_TRUNCATED = "log-truncated"
+
+    @property
+    def waits_can_fix(self) -> bool:
+        """False when waiting for replication, with the group standing still, can never make
+        this translation exact (see :data:`PERMANENT_REASONS`); True for EXACT (nothing to fix)."""
+        return self not in PERMANENT_REASONS
+
+
+PERMANENT_REASONS: frozenset[Reason] = frozenset(
+    {Reason.BEFORE_SYNCS, Reason.LOG_TRUNCATED, Reason.REPLICATION_GAP}
+)
+"""Reasons that no amount of waiting for replication turns exact (see the module docstring)."""
 
 
 class Translation(NamedTuple):

@@ -44,7 +44,7 @@ from drsvc.topology.models import Flow, Topology
 from failover.checkpoints import exposure
 from failover.errors import PolicyError
 from failover.offset_syncs import TopicPartition
-from failover.translation import Reason, Translation, never_written
+from failover.translation import PERMANENT_REASONS, Reason, Translation, never_written
 
 __all__ = [
     "SYNC_CONFLICT",
@@ -58,6 +58,7 @@ __all__ = [
     "identity_fallbacks",
     "iso_time",
     "plan_routes",
+    "reason_waits_can_fix",
     "select_flows",
     "translate_group",
     "translate_partition",
@@ -70,6 +71,19 @@ TOPIC_MISSING = "topic-missing"
 """The topic to translate to does not exist on the destination cluster (yet)."""
 SYNC_CONFLICT = "sync-conflict"
 """The partition's syncs contradict each other (two writers, out of order): nothing is trusted."""
+
+_PERMANENT = frozenset({*map(str, PERMANENT_REASONS), SYNC_CONFLICT})
+
+
+def reason_waits_can_fix(reason: str) -> bool:
+    """Whether waiting for replication, with the group standing still, can make a partition
+    translated for ``reason`` exact (see :data:`failover.translation.PERMANENT_REASONS`).
+
+    Of the service's own reasons, ``topic-missing`` can be fixed (the flow creates the topic when
+    it discovers it) and ``sync-conflict`` cannot (contradicting syncs stay in the sync topic).
+    A topic no flow copies (:class:`Unrouted`) is never fixed by waiting either.
+    """
+    return reason not in _PERMANENT
 
 
 @dataclass(frozen=True)
@@ -100,7 +114,8 @@ class Route:
 
 @dataclass(frozen=True)
 class Unrouted:
-    """A topic the group committed on *from* that no flow between the clusters copies."""
+    """A topic the group committed on *from* that no flow between the clusters copies (waiting
+    cannot change that: only a change of the topology can)."""
 
     topic: str
     partitions: tuple[int, ...]
@@ -141,6 +156,12 @@ class PartitionTranslation:
     def exact(self) -> bool:
         """Zero skipped, zero re-read."""
         return self.reason == Reason.EXACT
+
+    @property
+    def waits_can_fix(self) -> bool:
+        """False when no wait for replication makes this partition exact: a planned failover
+        that needs it exact is then refused at once (see :func:`reason_waits_can_fix`)."""
+        return reason_waits_can_fix(self.reason)
 
     @property
     def source_lag(self) -> int | None:

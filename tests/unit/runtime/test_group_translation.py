@@ -379,6 +379,42 @@ def test_contradicting_syncs_make_their_partition_untrusted() -> None:
     assert any("orders-0" in note for note in result.notes)
 
 
+def test_each_partition_says_whether_waiting_for_replication_can_make_it_exact() -> None:
+    # A planned failover checks this before deactivating: only what replication catching up can
+    # fix is worth waiting for.
+    east, west = shifted_pair()
+    # Partition 1: two writers claim west's offsets 0..9 for different source offsets.
+    west.write_syncs(
+        "drsvc.offset-syncs.east",
+        [
+            sync("orders", 0, 10, [(0, 0, 10)], partition=1),
+            sync("orders", 50, 60, [(50, 5, 10)], partition=1),
+        ],
+    )
+    commit(east, "g", "orders", {0: 1100, 1: 5, 2: 5})
+    ahead, conflict, unknown = translate_group(
+        topology(ONE_WAY), "g", "east", "west", views(east, west)
+    ).partitions
+    assert (ahead.reason, conflict.reason, unknown.reason) == (
+        "ahead-of-syncs",
+        SYNC_CONFLICT,
+        "unknown-partition",
+    )
+    assert ahead.waits_can_fix and unknown.waits_can_fix
+    assert not conflict.waits_can_fix
+
+    east, west = shifted_pair()
+    commit(east, "g", "orders", {0: 100})  # before the first sync: east's log started at 500
+    [before] = translate_group(topology(ONE_WAY), "g", "east", "west", views(east, west)).partitions
+    del west.ids["east.orders"]
+    [missing] = translate_group(
+        topology(ONE_WAY), "g", "east", "west", views(east, west)
+    ).partitions
+    assert (before.reason, missing.reason) == ("before-syncs", TOPIC_MISSING)
+    assert not before.waits_can_fix
+    assert missing.waits_can_fix
+
+
 def test_a_record_that_is_not_a_sync_stops_the_read() -> None:
     east, west = shifted_pair()
     west.sync_records["drsvc.offset-syncs.east"].append((b"junk", b"junk"))
