@@ -79,6 +79,29 @@ Regex = Annotated[str, AfterValidator(_check_regex)]
 TopicName = Annotated[str, AfterValidator(check_topic_name)]
 GroupName = Annotated[str, AfterValidator(_check_non_empty)]
 
+#: longest transactional id accepted (Kafka has no limit of its own below the key size of its
+#: transaction log; a longer one is a mistake, not a name)
+MAX_TRANSACTIONAL_ID = 249
+
+
+_RESERVED_TRANSACTIONAL_PREFIXES = ("drsvc.", naming.OWN_GROUP_PREFIX)
+
+
+def _check_transactional_id(value: str) -> str:
+    if not value or len(value) > MAX_TRANSACTIONAL_ID:
+        raise ValueError(f"must be 1 to {MAX_TRANSACTIONAL_ID} characters (got {value!r})")
+    if not value.isprintable() or any(c.isspace() for c in value):
+        raise ValueError(f"must be printable, without spaces (got {value!r})")
+    # drsvc's own names (its exactly-once slots are drsvc.<flow>.<slot>): fencing one of those
+    # would stop a replication flow, not an application's producer
+    for reserved in _RESERVED_TRANSACTIONAL_PREFIXES:
+        if value.startswith(reserved):
+            raise ValueError(f"{value!r} starts with {reserved!r}, which drsvc keeps for itself")
+    return value
+
+
+TransactionalId = Annotated[str, AfterValidator(_check_transactional_id)]
+
 
 def _check_bootstrap(value: str | None) -> str | None:
     if value is None:
@@ -346,6 +369,15 @@ class Application(FrozenModel):
         " failover). The consumers' auto.offset.reset is never used.",
     )
 
+    transactional_ids: tuple[TransactionalId, ...] = Field(
+        default=(),
+        description="The transactional.id of every transactional producer of the application."
+        " A failover fences each on the old cluster (it initialises a producer with the id,"
+        " which aborts an open transaction and makes a paused or partitioned producer's next"
+        " send or commit fail) while the old cluster answers, and records what it fenced."
+        " Plain (idempotent) producers cannot be fenced: they rely on their lease alone.",
+    )
+
     @field_validator("sync_group_offsets", "on_unknown_translation", mode="wrap")
     @classmethod
     def _name_the_application(
@@ -366,7 +398,7 @@ class Application(FrozenModel):
                 ) from err
             raise ValueError(f"{owner}must be true or false (got {value!r})") from err
 
-    @field_validator("groups", "topics")
+    @field_validator("groups", "topics", "transactional_ids")
     @classmethod
     def _no_duplicates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         seen: set[str] = set()
