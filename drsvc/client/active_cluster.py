@@ -6,6 +6,30 @@ the cluster is usable only while the lease holds and the key names one
 (:func:`failover.active.usable_cluster`). A second thread wakes at the lease's deadline, so a
 client whose Consul agent stopped answering is told to stop even while the watch hangs.
 
+Which values count. The executor writes the key as a versioned document whose epoch only grows.
+A client acts on:
+
+* a document whose epoch is not lower than the highest it has seen (nor names another cluster at
+  the epoch it already heard);
+* an absent key: the application's preferred cluster at epoch 0, under the lease the topology
+  configures. A new application starts there before any failover wrote its document, and every
+  client of one topology agrees on it.
+
+Anything else counts as none, with its reason as the state's ``reason``: ``not-a-document`` (a
+plain alias or ``none`` typed by hand: it has no epoch, so it could undo a switch unseen),
+``stale-epoch`` (older than what was heard, an absent key after a document included) or
+``unreadable``. Each such value is counted once in :attr:`ActiveCluster.rejected_values` and
+logged as a warning.
+
+The watch period is a quarter of the shorter of the document's lease and the configured one,
+recomputed with every answer (and the request's timeout with it), so neither a document written
+under a shorter lease nor a topology that lowered it lets the lease lapse between two answers.
+
+For each value it acted on (cluster and epoch), the client remembers when the lease of the last
+answer naming it ends (:meth:`ActiveCluster.lease_end_s`): the executor waits that lease out after
+writing none, so it bounds what may still reach the old cluster after a switch (a producer's
+flush, a consumer's last commit), whenever the client hears of the switch.
+
 Listeners (:meth:`ActiveCluster.subscribe`) are called with every change of the usable cluster,
 in order, from the notifier thread; :meth:`ActiveCluster.changes` iterates over the same changes.
 """
@@ -20,21 +44,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drsvc.adapters.consul_coordination import ConsulCoordinator
-from drsvc.adapters.coordination import Coordinator
+from drsvc.adapters.coordination import Coordinator, Entry
 from drsvc.client.application import ClientApplication, consul_address
 from drsvc.errors import ConfigError, CoordinatorUnavailableError, DrsvcError
 from drsvc.topology.models import Topology
 from failover.active import ActiveDocument, decode_active, lease_deadline_s, usable_cluster
 from failover.errors import ActiveFormatError
 
-__all__ = ["ActiveCluster", "ActiveState"]
+__all__ = ["REJECTION_REASONS", "ActiveCluster", "ActiveState"]
 
 log = logging.getLogger(__name__)
 
 #: a blocking query returns at least this often relative to the lease, so a healthy client
 #: renews it several times before it lapses
 _WATCHES_PER_LEASE = 4
+#: the least a watch request is given beyond Consul's own wait (and its jitter) to answer
+_MIN_REQUEST_SLACK_S = 0.5
 _RETRY_S = 0.2
+
+#: why a value of the key counts as none although it may name a cluster
+REJECTION_REASONS = ("not-a-document", "stale-epoch", "unreadable")
 
 
 @dataclass(frozen=True)
@@ -43,9 +72,10 @@ class ActiveState:
 
     #: the cluster to produce to and consume from; None: stop
     cluster: str | None
-    #: the document last read (None before the first answer)
+    #: the document last read (None before the first answer, or when the key is unreadable)
     document: ActiveDocument | None
-    #: why ``cluster`` is what it is: active, switching, lease-lapsed or not-heard-yet
+    #: why ``cluster`` is what it is: active, switching, lease-lapsed, not-heard-yet, or one of
+    #: :data:`REJECTION_REASONS`
     reason: str
     #: until when the lease holds (monotonic seconds; 0 when there is none)
     lease_deadline_s: float = 0.0
@@ -73,17 +103,26 @@ class ActiveCluster:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.application = ClientApplication.of(app, topology)
-        self._lease_s = self.application.application.lease_s
-        wait_s = self._lease_s / _WATCHES_PER_LEASE
-        if coordinator is None:
-            # The request timeout outlasts the blocking wait (Consul adds up to 1/16 of jitter).
-            coordinator = ConsulCoordinator(consul_address(consul), timeout_s=wait_s * 1.5 + 1)
-        self.coordinator = coordinator
-        self._wait_s = wait_s
+        self._configured_lease_ms = round(self.application.application.lease_s * 1000)
+        self._wait_s = self._configured_lease_ms / 1000 / _WATCHES_PER_LEASE
+        #: where Consul is, when this object talks to it itself (None: a coordinator was given)
+        self._address = None if coordinator is not None else consul_address(consul)
+        #: the watch's own coordinator: used by the watch thread only
+        self.coordinator = coordinator if coordinator is not None else self._watcher(self._wait_s)
+        self._readers = threading.local()
         self._clock = clock
         self._cond = threading.Condition()
+        #: the last value read, accepted or not (what the state shows)
         self._document: ActiveDocument | None = None
+        #: the last value acted on, and when the request that returned it was sent
+        self._accepted: ActiveDocument | None = None
         self._heard_at: float | None = None
+        #: why the last value read counts as none (None: it counts)
+        self._rejected: str | None = None
+        self._last_rejected: tuple[int | None, str | None] | None = None
+        self._rejections: dict[str, int] = dict.fromkeys(REJECTION_REASONS, 0)
+        self._highest_epoch = -1
+        self._lease_ends: dict[tuple[str, int], float] = {}
         self._index = 0
         self._problem = ""
         self._notified: ActiveState | None = None
@@ -131,6 +170,36 @@ class ActiveCluster:
         """The cluster to use now, or None: stop producing and consuming."""
         return self.state().cluster
 
+    @property
+    def wait_s(self) -> float:
+        """How long a blocking query of the key waits for a change now."""
+        return self._wait_s
+
+    @property
+    def rejected_values(self) -> dict[str, int]:
+        """How many values of the key counted as none although they may name a cluster, by
+        reason (:data:`REJECTION_REASONS`); each value is counted once however often read."""
+        with self._cond:
+            return dict(self._rejections)
+
+    def lease_end_s(self, cluster: str, epoch: int) -> float:
+        """When (on the client's clock) the lease of the last answer that named ``cluster`` at
+        ``epoch`` ends; 0 when no answer named it lately. Nothing may reach ``cluster`` on the
+        strength of that value after it."""
+        with self._cond:
+            return self._lease_ends.get((cluster, epoch), 0.0)
+
+    def reader(self) -> Coordinator:
+        """A coordinator for reads (a failover's record) from the calling thread. Never the
+        watch's own: Consul's HTTP client keeps one session per thread of use."""
+        if self._address is None:
+            return self.coordinator
+        reader: Coordinator | None = getattr(self._readers, "coordinator", None)
+        if reader is None:
+            reader = ConsulCoordinator(self._address)
+            self._readers.coordinator = reader
+        return reader
+
     def wait(self, timeout_s: float | None = None) -> ActiveState:
         """Wait until a cluster is usable (or ``timeout_s`` passed); return the state then."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
@@ -175,7 +244,7 @@ class ActiveCluster:
     # ------------------------------------------------------------------ one step each (tests)
 
     def watch_once(self) -> None:
-        """One blocking query of the key; its answer renews the lease."""
+        """One blocking query of the key; its answer renews the lease (if it counts)."""
         sent = self._clock()
         try:
             entry, index = self.coordinator.watch(
@@ -186,19 +255,32 @@ class ActiveCluster:
             raise
         try:
             document = decode_active(
-                None if entry is None else entry.value, self.application.application.preferred
+                None if entry is None else entry.value,
+                self.application.application.preferred,
+                lease_ms=self._configured_lease_ms,
             )
         except ActiveFormatError as err:
             # Never guess a cluster: an unreadable key means no usable one until it is fixed.
-            self._set_problem(f"unreadable active key {self.application.active_key}: {err}")
-            with self._cond:
-                self._document, self._heard_at, self._index = None, None, index
-                self._cond.notify_all()
+            self._reject(entry, None, "unreadable", str(err), index)
+            return
+        why = self._refusal(entry, document)
+        if why is not None:
+            self._reject(entry, document, why[0], why[1], index)
             return
         with self._cond:
-            self._document, self._heard_at, self._index = document, sent, index
-            self._problem = ""
+            self._document = self._accepted = document
+            self._heard_at, self._index = sent, index
+            self._rejected, self._last_rejected, self._problem = None, None, ""
+            self._highest_epoch = max(self._highest_epoch, document.epoch)
+            if document.cluster is not None:
+                self._lease_ends = {
+                    value: end for value, end in self._lease_ends.items() if end > sent
+                }
+                self._lease_ends[(document.cluster, document.epoch)] = lease_deadline_s(
+                    document, sent
+                )
             self._cond.notify_all()
+        self._follow_lease(document)
 
     def notify_changes(self) -> ActiveState:
         """Tell the listeners if the usable cluster changed since they were last told."""
@@ -230,6 +312,79 @@ class ActiveCluster:
                 log.exception("a listener of application %s failed", self.application.name)
         return state
 
+    # ------------------------------------------------------------------ which values count
+
+    def _refusal(self, entry: Entry | None, document: ActiveDocument) -> tuple[str, str] | None:
+        """Why ``document`` (read from ``entry``) counts as none; None when it counts."""
+        if entry is not None and not document.versioned:
+            return (
+                "not-a-document",
+                f"the key holds {entry.value.strip()!r}, not a document drsvc wrote (a value "
+                "without an epoch could undo a switch unseen; only a failover changes the key)",
+            )
+        with self._cond:
+            highest, accepted = self._highest_epoch, self._accepted
+        if document.epoch < highest:
+            what = "an absent key (epoch 0)" if entry is None else f"epoch {document.epoch}"
+            return "stale-epoch", f"{what} is older than epoch {highest}, already heard"
+        if (
+            accepted is not None
+            and accepted.versioned
+            and accepted.epoch == document.epoch
+            and accepted.cluster != document.cluster
+        ):
+            return (
+                "stale-epoch",
+                f"epoch {document.epoch} now names {document.cluster or 'none'}, where it named "
+                f"{accepted.cluster or 'none'}: one epoch has one value",
+            )
+        return None
+
+    def _reject(
+        self,
+        entry: Entry | None,
+        document: ActiveDocument | None,
+        reason: str,
+        detail: str,
+        index: int,
+    ) -> None:
+        value = (None, None) if entry is None else (entry.index, entry.value)
+        with self._cond:
+            first_read = value != self._last_rejected
+            if first_read:
+                self._rejections[reason] += 1
+            self._document, self._rejected, self._last_rejected = document, reason, value
+            self._index = index
+            self._cond.notify_all()
+        if first_read:
+            log.warning(
+                "application %s: the active key %s counts as no active cluster (%s): %s",
+                self.application.name,
+                self.application.active_key,
+                reason,
+                detail,
+            )
+
+    def _follow_lease(self, document: ActiveDocument) -> None:
+        """Watch a quarter of the shorter lease: the document's (what the executor waits out)
+        or the configured one (what a topology that lowered it promises)."""
+        wait_s = min(document.lease_ms, self._configured_lease_ms) / 1000 / _WATCHES_PER_LEASE
+        if wait_s == self._wait_s:
+            return
+        log.info("application %s: watching the active key every %.2f s (lease %d ms)",
+                 self.application.name, wait_s, document.lease_ms)  # fmt: skip
+        self._wait_s = wait_s
+        if self._address is not None:
+            # Only the watch thread uses it, and this is the watch thread.
+            self.coordinator = self._watcher(wait_s)
+
+    def _watcher(self, wait_s: float) -> Coordinator:
+        """A coordinator for blocking queries of ``wait_s``. py-consul gives such a request
+        Consul's wait and its jitter (wait/16) plus this timeout: about half the lease in all,
+        so a request that hangs is given up while the lease leaves time for another."""
+        assert self._address is not None
+        return ConsulCoordinator(self._address, timeout_s=max(_MIN_REQUEST_SLACK_S, wait_s))
+
     # ------------------------------------------------------------------ threads
 
     def _watch_loop(self) -> None:
@@ -257,7 +412,9 @@ class ActiveCluster:
             self._problem = problem
 
     def _state_locked(self, now: float) -> ActiveState:
-        document, heard = self._document, self._heard_at
+        if self._rejected is not None:
+            return ActiveState(None, self._document, self._rejected)
+        document, heard = self._accepted, self._heard_at
         if document is None or heard is None:
             return ActiveState(None, document, "not-heard-yet")
         deadline = lease_deadline_s(document, heard)

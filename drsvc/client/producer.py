@@ -3,13 +3,22 @@
 ``FailoverProducer(app, topology, config)`` produces to whichever cluster is active. When the
 key says none, or its lease lapses, it stops at once: new records are refused with
 :class:`NoActiveClusterError` (retry them later), and the records still queued for the old cluster
-are flushed while the lease allows, then purged. A purged record is handed back to the caller
-through its delivery callback with a ``_PURGE_QUEUE`` error (never sent) or ``_PURGE_INFLIGHT``
-(sent, outcome unknown): nothing is dropped silently. The first record after the switch creates a
+are flushed while the lease of the last answer that named that cluster holds (less a margin),
+then purged. That lease, not the one of the answer that said none, is what the executor waits out
+before it activates the next cluster, so a client that hears of a switch late never delivers to
+the old cluster after the new one is active. A purged record is handed back to the caller through
+its delivery callback with a ``_PURGE_QUEUE`` error (never sent) or ``_PURGE_INFLIGHT`` (sent,
+outcome unknown): nothing is dropped silently. The first record after the switch creates a
 producer on the new cluster.
 
-Delivery callbacks of records retired at a switch run on the thread that noticed the switch (the
-follower's notifier thread); the others run in ``poll``/``flush`` as usual.
+Every record carries the header ``drsvc.epoch`` (:mod:`failover.epoch_header`): the epoch of the
+active-cluster document under which the producer joined its cluster, after any headers the
+application passed. The replication engine and the verify job compare it with the epoch active
+when the record was appended, which catches what the lease alone cannot (a paused process whose
+queued batches went out after the switch).
+
+Delivery callbacks of records retired at a switch run on a thread that flushes and purges the old
+producer (so nothing waits for it); the others run in ``poll``/``flush`` as usual.
 """
 
 from __future__ import annotations
@@ -26,15 +35,20 @@ from confluent_kafka import Producer
 from drsvc.client.active_cluster import ActiveCluster, ActiveState, known_cluster
 from drsvc.errors import NoActiveClusterError
 from drsvc.topology.models import Topology
+from failover.epoch_header import EPOCH_HEADER, encode_epoch
 
 __all__ = ["FailoverProducer"]
 
 log = logging.getLogger(__name__)
 
-#: flushing the old cluster's records ends this long before the lease does
+#: delivering to a cluster ends this long before the lease of the last answer naming it does
 _LEASE_MARGIN_S = 0.5
+#: a flush on the way out is cut into slices this long, each bounded by the lease anew
+_FLUSH_SLICE_S = 0.5
 #: how long the delivery reports of purged records are served
 _PURGED_REPORTS_S = 1.0
+
+Header = tuple[str, str | bytes | None]
 
 
 class FailoverProducer:
@@ -62,7 +76,10 @@ class FailoverProducer:
         self._lock = threading.RLock()
         self._producer: Producer | None = None
         self._joined: tuple[str, int] | None = None
+        self._epoch_header: Header = (EPOCH_HEADER, b"")
         self._closed = False
+        #: producers being flushed and purged after a switch, each on its own thread
+        self._retiring: list[threading.Thread] = []
         self._unsubscribe = self._active.subscribe(self._on_change)
         self._active.start()
 
@@ -81,17 +98,24 @@ class FailoverProducer:
         timestamp: int = 0,
         headers: Any = None,
     ) -> None:
-        """Produce to ``topic`` on the active cluster. Raises :class:`NoActiveClusterError`
-        while there is none (the record was not taken: retry it), ``BufferError`` when the queue
-        is full, as confluent-kafka does."""
-        kwargs: dict[str, Any] = {"partition": partition, "timestamp": timestamp}
-        if on_delivery is not None:
-            kwargs["on_delivery"] = on_delivery
-        if headers is not None:
-            kwargs["headers"] = headers
+        """Produce to ``topic`` on the active cluster, with the epoch header added to
+        ``headers`` (a list of pairs or a dict). Raises :class:`NoActiveClusterError` while
+        there is none (the record was not taken: retry it), ``BufferError`` when the queue is
+        full, as confluent-kafka does."""
         with self._lock:
-            # Under the lock: a record is never queued into a producer being retired.
-            self._ensure().produce(topic, value, key, **kwargs)
+            # Under the lock: a record is never queued into a producer being retired, and its
+            # epoch is the one of the producer it is queued into.
+            producer = self._ensure()
+            stamp = self._epoch_header
+            if headers is None:
+                stamped: Any = [stamp]
+            elif isinstance(headers, Mapping):
+                stamped = [*((k, v) for k, v in headers.items() if k != EPOCH_HEADER), stamp]
+            else:
+                stamped = [*(h for h in headers if h[0] != EPOCH_HEADER), stamp]
+            # Positional (topic, value, key, partition, callback, on_delivery, timestamp,
+            # headers): confluent-kafka parses keywords at a third more cost per record.
+            producer.produce(topic, value, key, partition, on_delivery, None, timestamp, stamped)
 
     def poll(self, timeout: float = 0) -> int:
         producer = self._producer
@@ -114,13 +138,17 @@ class FailoverProducer:
         return 0 if producer is None else len(producer)
 
     def close(self, timeout: float = 30.0) -> int:
-        """Flush (up to ``timeout``), hand back what did not make it, stop following."""
+        """Flush (up to ``timeout``, and only while the lease allows), hand back what did not
+        make it, stop following."""
         with self._lock:
             if self._closed:
                 return 0
             self._closed = True
             left = self._retire(timeout, "closing")
         self._unsubscribe()
+        for retiring in self._retiring:
+            # Their lease bounds them; they hand back what the old cluster did not take.
+            retiring.join(timeout)
         if self._owns_active:
             self._active.close()
         return left
@@ -139,7 +167,7 @@ class FailoverProducer:
         state = self._active.state()
         wanted = None if state.cluster is None else (state.cluster, state.epoch)
         if self._joined is not None and self._joined != wanted:
-            self._retire(self._budget(state), _why(state))
+            self._detach(_why(state))
         if state.cluster is None or wanted is None:
             raise NoActiveClusterError(
                 f"application '{self._app.name}' has no active cluster now ({state.reason}); "
@@ -150,6 +178,7 @@ class FailoverProducer:
             known_cluster(self._app, state.cluster)
             self._producer = Producer(self._app.client_config(state.cluster, self._config))
             self._joined = wanted
+            self._epoch_header = (EPOCH_HEADER, encode_epoch(state.epoch))
             log.info("application %s: producing to %s (epoch %d)", self._app.name,
                      state.cluster, state.epoch)  # fmt: skip
         return self._producer
@@ -159,28 +188,66 @@ class FailoverProducer:
         with self._lock:
             wanted = None if state.cluster is None else (state.cluster, state.epoch)
             if self._joined is not None and self._joined != wanted:
-                self._retire(self._budget(state), _why(state))
+                self._detach(_why(state))
 
-    def _budget(self, state: ActiveState) -> float:
-        if state.reason == "switching":
-            return max(0.0, state.lease_deadline_s - self._clock() - _LEASE_MARGIN_S)
-        return 0.0  # the lease lapsed (or another cluster is active): nothing more may be sent
-
-    def _retire(self, flush_s: float, why: str) -> int:
-        """Flush the current producer for up to ``flush_s``, purge what is left (each purged
-        record's callback gets the purge error), and drop it. Returns how many were purged."""
+    def _detach(self, why: str) -> None:
+        """Stop queueing into the current producer now; flush and purge it on a thread of its
+        own, so neither the application's produce nor the follower's notifier (which tells the
+        application's other clients too) waits out the old cluster's lease."""
         producer, self._producer = self._producer, None
         joined, self._joined = self._joined, None
-        if producer is None:
+        if producer is None or joined is None:
+            return
+        retiring = threading.Thread(
+            target=self._retire_detached,
+            args=(producer, joined, why),
+            name=f"drsvc-retire-{self._app.name}",
+            daemon=True,
+        )
+        self._retiring = [t for t in self._retiring if t.is_alive()] + [retiring]
+        retiring.start()
+
+    def _budget(self, joined: tuple[str, int]) -> float:
+        """How much longer records may still be delivered to the joined cluster: until the
+        lease of the last answer that named it (at the epoch joined) ends, less a margin."""
+        end = self._active.lease_end_s(*joined)
+        return end - self._clock() - _LEASE_MARGIN_S
+
+    def _retire(self, timeout_s: float | None, why: str) -> int:
+        """Retire the current producer (see :meth:`_retire_detached`) on this thread."""
+        producer, self._producer = self._producer, None
+        joined, self._joined = self._joined, None
+        if producer is None or joined is None:
             return 0
-        left: int = producer.flush(flush_s) if flush_s > 0 else len(producer)
+        return self._retire_detached(producer, joined, why, timeout_s)
+
+    def _retire_detached(
+        self, producer: Producer, joined: tuple[str, int], why: str, timeout_s: float | None = None
+    ) -> int:
+        """Flush ``producer`` while the lease allows (and at most ``timeout_s``; None: the lease
+        alone bounds it), purge what is left (each purged record's callback gets the purge
+        error). Returns how many were purged."""
+        left = self._drain(producer, joined, timeout_s)
         if left:
             producer.purge(in_queue=True, in_flight=True, blocking=False)
             producer.flush(_PURGED_REPORTS_S)
             log.warning("application %s: %d record(s) for %s handed back undelivered (%s)",
-                        self._app.name, left, joined[0] if joined else "?", why)  # fmt: skip
-        log.info("application %s: stopped producing to %s (%s)", self._app.name,
-                 joined[0] if joined else "?", why)  # fmt: skip
+                        self._app.name, left, joined[0], why)  # fmt: skip
+        log.info("application %s: stopped producing to %s (%s)", self._app.name, joined[0], why)
+        return left
+
+    def _drain(self, producer: Producer, joined: tuple[str, int], timeout_s: float | None) -> int:
+        """Flush in slices, each bounded by the lease as it stands then (an answer that names
+        the cluster again while closing extends it; nothing else does). Returns what is left."""
+        until = None if timeout_s is None else self._clock() + timeout_s
+        left: int = len(producer)
+        while left:
+            budget = self._budget(joined)
+            if until is not None:
+                budget = min(budget, until - self._clock())
+            if budget <= 0:
+                break
+            left = producer.flush(min(budget, _FLUSH_SLICE_S))
         return left
 
 

@@ -1,0 +1,137 @@
+"""FailoverProducer on the fake clock: how long it may still deliver to a cluster it leaves
+(issue 32: the lease of the last answer that named that cluster bounds it, however late the
+client hears of the switch), and the epoch header on every record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from following_fakes import Traffic, follower, write
+from memory_coordination import FakeClock, MemoryCoordinator
+
+import drsvc.client.producer as producer_module
+from drsvc.client.producer import FailoverProducer
+from failover.active import lease_wait_s
+
+LEASE_S = 15.0
+MARGIN_S = 0.5
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(clock: FakeClock) -> MemoryCoordinator:
+    return MemoryCoordinator(clock)
+
+
+@pytest.fixture
+def traffic(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Traffic:
+    traffic = Traffic(clock)
+    monkeypatch.setattr(producer_module, "Producer", traffic.producer_class())
+    return traffic
+
+
+def _producer(store: MemoryCoordinator, clock: FakeClock) -> tuple[Any, FailoverProducer]:
+    active = follower(store, clock, lease_s=LEASE_S)
+    producer = FailoverProducer(
+        "orders", active.application.topology, {}, active=active, clock=clock.monotonic
+    )
+    return active, producer
+
+
+def test_a_client_that_hears_none_late_stops_delivering_to_the_old_cluster_in_time(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    write(store, "east", 1)
+    active, producer = _producer(store, clock)
+    active.watch_once()
+    old_answer_sent = clock.monotonic()
+    active.notify_changes()
+    producer.produce("orders", b"x")
+    clock.advance(0.2)
+    write(store, None, 2)  # the executor's none, acknowledged now
+    activation = clock.monotonic() + lease_wait_s(LEASE_S)
+    # The client's Consul agent does not answer for 10 s: its lease on east still holds, and
+    # it goes on producing there, as it may.
+    clock.advance(10)
+    assert active.cluster == "east"
+    producer.produce("orders", b"y")
+    active.watch_once()  # now it hears none
+    active.notify_changes()
+    producer.close()
+    assert [(c, v) for c, _, v, _ in traffic.produced] == [("east", b"x"), ("east", b"y")]
+    assert traffic.delivering_until("east") > 0  # it did use what the lease allowed
+    assert traffic.delivering_until("east") <= old_answer_sent + LEASE_S - MARGIN_S
+    assert traffic.delivering_until("east") < activation
+
+
+def test_a_client_that_hears_none_at_once_flushes_until_the_old_lease_ends(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    write(store, "east", 1)
+    active, producer = _producer(store, clock)
+    active.watch_once()
+    old_answer_sent = clock.monotonic()
+    active.notify_changes()
+    producer.produce("orders", b"x")
+    write(store, None, 2)
+    active.watch_once()
+    active.notify_changes()
+    producer.close()
+    assert traffic.delivering_until("east") == pytest.approx(old_answer_sent + LEASE_S - MARGIN_S)
+
+
+def test_after_the_lease_lapsed_nothing_more_is_flushed(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    write(store, "east", 1)
+    active, producer = _producer(store, clock)
+    active.watch_once()
+    active.notify_changes()
+    producer.produce("orders", b"x")
+    clock.advance(LEASE_S)
+    active.notify_changes()  # the notifier wakes at the deadline
+    producer.close()
+    assert traffic.flushing == []
+
+
+def test_close_flushes_only_while_the_lease_holds(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    write(store, "east", 1)
+    active, producer = _producer(store, clock)
+    active.watch_once()
+    heard = clock.monotonic()
+    active.notify_changes()
+    producer.produce("orders", b"x")
+    assert producer.close(timeout=60) == 1  # handed back, not delivered after the lease
+    assert traffic.delivering_until("east") == pytest.approx(heard + LEASE_S - MARGIN_S)
+
+
+def test_every_record_carries_the_epoch_it_was_produced_under(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    write(store, "east", 7)
+    active, producer = _producer(store, clock)
+    active.watch_once()
+    producer.produce("orders", b"a")
+    producer.produce("orders", b"b", headers=[("trace", b"1")])
+    producer.produce("orders", b"c", headers={"trace": b"2", "drsvc.epoch": b"999"})
+    producer.produce("orders", b"d", headers=[("drsvc.epoch", b"999"), ("trace", None)])
+    write(store, None, 8)
+    active.watch_once()
+    write(store, "west", 9)
+    active.watch_once()
+    producer.produce("orders", b"e")
+    producer.close()
+    assert [(c, v, list(h or [])) for c, _, v, h in traffic.produced] == [
+        ("east", b"a", [("drsvc.epoch", b"7")]),
+        ("east", b"b", [("trace", b"1"), ("drsvc.epoch", b"7")]),
+        ("east", b"c", [("trace", b"2"), ("drsvc.epoch", b"7")]),
+        ("east", b"d", [("trace", None), ("drsvc.epoch", b"7")]),
+        ("west", b"e", [("drsvc.epoch", b"9")]),
+    ]
