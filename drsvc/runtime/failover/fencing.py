@@ -1,0 +1,206 @@
+"""Fencing an application's transactional producers on the cluster it leaves.
+
+A lease tells a client when to stop, but a client that is paused (a stopped process, a long
+garbage collection, a partition from Consul) cannot act on it: when it wakes it may still send
+what it had queued, and commit a transaction, on the old cluster. For a transactional producer
+the broker can refuse that on its own: initialising a producer with the same
+``transactional.id`` bumps the id's producer epoch and aborts its open transaction, so the old
+producer's next send, ``send_offsets_to_transaction`` or ``commit_transaction`` fails with a
+fencing error, and nothing it wrote in that transaction becomes visible to a
+``read_committed`` reader.
+
+:func:`fence_transactional_ids` does that for each id an application declares
+(``transactional_ids`` in the topology), on the old cluster, while it answers. It never raises
+for one id: every id ends up either fenced or in the report's failures with the reason, and the
+whole run is bounded by one deadline. The failover executor runs it in the deactivate step and
+records :meth:`FencingReport.detail` in that step's event.
+
+Plain idempotent producers have no such handle: nothing on a broker tells their requests from
+the active cluster's apart, so records they had queued or in flight when they were paused can
+still be appended after the switch (see "Fencing" in ``docs/failover.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+__all__ = [
+    "DEFAULT_FENCING_TIMEOUT_S",
+    "DEFAULT_PARALLEL",
+    "FenceFailure",
+    "FencingReport",
+    "TransactionalClient",
+    "fence_transactional_ids",
+]
+
+log = logging.getLogger(__name__)
+
+#: the whole fencing's bound when the caller gives none: long enough for a coordinator to
+#: abort an open transaction (it answers CONCURRENT_TRANSACTIONS until the markers are written),
+#: short against a lease
+DEFAULT_FENCING_TIMEOUT_S = 30.0
+
+#: ids fenced at once: each is a producer with its own connections and threads
+DEFAULT_PARALLEL = 8
+
+#: the pause before trying an id again after a retriable error
+_RETRY_BACKOFF_S = 0.2
+
+#: the client id every fencing producer carries (visible in the brokers' request logs)
+FENCING_CLIENT_ID = "drsvc-fencing"
+
+
+class TransactionalClient(Protocol):
+    """What fencing needs of a transactional producer (confluent-kafka's ``Producer``)."""
+
+    def init_transactions(self, timeout: float) -> None: ...
+
+    def close(self) -> bool: ...
+
+
+ClientFactory = Callable[[dict[str, str]], TransactionalClient]
+
+
+@dataclass(frozen=True)
+class FenceFailure:
+    transactional_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FencingReport:
+    """What one fencing run did on one cluster."""
+
+    cluster: str
+    #: the ids whose producer epoch was bumped (any open transaction of theirs aborted)
+    fenced: tuple[str, ...] = ()
+    failed: tuple[FenceFailure, ...] = ()
+    took_s: float = 0.0
+    #: the ids asked for, in the order given
+    asked: tuple[str, ...] = field(default=())
+
+    @property
+    def complete(self) -> bool:
+        """Every id asked for was fenced."""
+        return not self.failed
+
+    def detail(self) -> str:
+        """One line for the failover record's step event."""
+        if not self.asked:
+            return f"no transactional ids to fence on {self.cluster}"
+        text = (
+            f"fenced {len(self.fenced)} of {len(self.asked)} transactional id(s) on "
+            f"{self.cluster} in {self.took_s:.1f}s"
+        )
+        if self.failed:
+            text += "; not fenced: " + ", ".join(
+                f"{f.transactional_id} ({f.reason})" for f in self.failed
+            )
+        return text
+
+
+def _default_client(config: dict[str, str]) -> TransactionalClient:
+    return Producer(config)
+
+
+def _retriable(err: Exception) -> bool:
+    return (
+        isinstance(err, KafkaException)
+        and bool(err.args)
+        and isinstance(err.args[0], KafkaError)
+        and err.args[0].retriable()
+    )
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        error: KafkaError = err.args[0]
+        return f"{error.name()}: {error.str()}"
+    return f"{type(err).__name__}: {err}"
+
+
+def _initialise(
+    client: TransactionalClient,
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> str | None:
+    """Initialise transactions until it succeeds (None) or fails for good (the reason)."""
+    while True:
+        try:
+            client.init_transactions(max(deadline - clock(), 0.001))
+            return None
+        except Exception as err:  # every failure is this id's, reported, never raised
+            left = deadline - clock()
+            # a coordinator still loading, or moving: the same producer may try again
+            if not _retriable(err) or left <= 0:
+                return _reason(err)
+            sleep(min(_RETRY_BACKOFF_S, left))
+            if deadline - clock() <= 0:
+                return _reason(err)
+
+
+def fence_transactional_ids(
+    cluster: str,
+    client_config: Mapping[str, str],
+    transactional_ids: Sequence[str],
+    *,
+    timeout_s: float = DEFAULT_FENCING_TIMEOUT_S,
+    client_factory: ClientFactory = _default_client,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    parallel: int = DEFAULT_PARALLEL,
+) -> FencingReport:
+    """Fence every id of ``transactional_ids`` on ``cluster`` (reached with ``client_config``,
+    as :meth:`drsvc.runtime.failover.clusters.KafkaFailoverClusters.client_config` builds it):
+    initialise a transactional producer with each, all within ``timeout_s``. Returns the report;
+    one id's failure (an unreachable coordinator, no time left, an authorisation error) is in
+    its ``failed``, never raised."""
+    asked = tuple(dict.fromkeys(transactional_ids))
+    started = clock()
+    deadline = started + timeout_s
+
+    def fence(transactional_id: str) -> FenceFailure | None:
+        left = deadline - clock()
+        if left <= 0:
+            return FenceFailure(transactional_id, f"not tried: the {timeout_s:g}s bound ran out")
+        config = {**client_config, "transactional.id": transactional_id}
+        config["client.id"] = FENCING_CLIENT_ID
+        try:
+            client = client_factory(config)
+        except Exception as err:  # a bad configuration: this id's failure, reported
+            return FenceFailure(transactional_id, _reason(err))
+        failure = _initialise(client, deadline, clock, sleep)
+        if failure is None:
+            client.close()
+            return None
+        # no close() after a failure: it would try to abort what the unfinished initialisation
+        # holds and warn; dropping the producer destroys it all the same
+        del client
+        log.warning("fencing %s on %s failed: %s", transactional_id, cluster, failure)
+        return FenceFailure(transactional_id, failure)
+
+    if not asked:
+        return FencingReport(cluster, took_s=0.0, asked=asked)
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(parallel, len(asked))), thread_name_prefix="drsvc-fencing"
+    ) as pool:
+        outcomes = list(pool.map(fence, asked))
+    failed = tuple(o for o in outcomes if o is not None)
+    not_fenced = {f.transactional_id for f in failed}
+    report = FencingReport(
+        cluster,
+        fenced=tuple(i for i in asked if i not in not_fenced),
+        failed=failed,
+        took_s=clock() - started,
+        asked=asked,
+    )
+    log.info("%s", report.detail())
+    return report
