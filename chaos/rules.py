@@ -3,14 +3,20 @@
 The rules (issue 14): zero lost apart from the recovery point on site loss, which must equal
 what drsvc reported; zero duplicates in exactly-once mode (counted and reported at least once);
 zero reordered, altered, looped, skipped after a failover or aborted records seen; zero re-read
-after a planned failover. A scenario also fails when a fault it scheduled was not injected and
-healed, when a drill's failover did not happen, or when the run itself went wrong.
+after a planned failover. Issue 32 adds "never two active": zero records or group commits that
+landed on a cluster after another was activated (the consistency job's ``two_active``), and no
+moment at which the clients' leases let one client use one cluster while another used a
+different one (:mod:`chaos.lease_overlap`). A scenario also fails when a fault it scheduled was
+not injected and healed, when a drill's or a move's failover did not complete, or when the run
+itself went wrong.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from chaos.lease_overlap import Overlap
 
 #: the ``checks`` object of ``chaos run --json``, in order
 SCENARIO_CHECKS = (
@@ -21,9 +27,18 @@ SCENARIO_CHECKS = (
     "loops",
     "skipped_after_failover",
     "reread_after_failover",
+    "two_active",
 )
 
-ALWAYS_ZERO = ("lost", "reordered", "altered", "loops", "skipped_after_failover", "aborted_visible")
+ALWAYS_ZERO = (
+    "lost",
+    "reordered",
+    "altered",
+    "loops",
+    "skipped_after_failover",
+    "aborted_visible",
+    "two_active",
+)
 
 
 def judge(
@@ -35,11 +50,19 @@ def judge(
     failovers_expected: int = 0,
     failovers_seen: int = 0,
     problems: Sequence[str] = (),
+    overlaps: Sequence[Overlap] = (),
 ) -> list[str]:
     """Why the scenario failed (empty: it passed). ``verdict`` is a ``drsvc verify`` verdict
     document; ``faults`` the rows of the ``faults`` history; ``expected_faults`` the kinds the
-    schedule named (each must have started and been healed at least once)."""
+    schedule named (each must have started and been healed at least once); ``overlaps`` the
+    times two clusters were held at once by the clients' leases."""
     reasons = list(problems)
+    if overlaps:
+        longest = max(overlaps, key=lambda o: o.seconds)
+        reasons.append(
+            f"two clusters held at once by clients' leases {len(overlaps)} time(s), the longest "
+            f"{longest.seconds:.2f} s ({longest.first} and {longest.second})"
+        )
     checks: Mapping[str, int] = verdict.get("checks", {})
     for name in ALWAYS_ZERO:
         if checks.get(name, 0):

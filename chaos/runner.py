@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import random
+import secrets
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,25 +19,33 @@ from typing import Any
 import yaml
 
 from chaos import rules
+from chaos.consul_proxy import ConsulProxies
+from chaos.control_plane import CLIENTS_PROXY, EXECUTOR_PROXY, ControlPlane
+from chaos.lease_overlap import LeaseSample, overlaps
 from chaos.nemesis import ChaosContext, Nemesis, Timeline, build
 from chaos.nemesis.base import now_ms
+from chaos.nemesis.context import signal_group
 from chaos.nemesis.sites import LoseSite
 from chaos.report.html import write_report
 from chaos.scenarios import Scenario
 from chaos.schedule import events
-from chaos.service import Service, retrying, wait
+from chaos.service import ROLES, Service, retrying, wait
+from chaos.switch_times import real_times
 from chaos.verification import verify
 from chaos.workload import ConsumerSpec, ProducerSpec, Shape, Workload
 from chaos.workload.following import FollowingConsumer, FollowingProducer
+from chaos.workload.lease_probe import LeaseProbe
 from chaos.world import World
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.devenv.ports import allocate_ports
 from drsvc.errors import LocalEnvError
 from drsvc.runtime.failover.views import record_document
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.loader import load_topology
 from drsvc.verify import histories
+from drsvc.verify.switches import switch_row
 from failover.active import ActiveDocument
 from failover.failover_record import decode_record
 from failover.naming import app_active_key, failovers_prefix
@@ -169,6 +181,12 @@ class ScenarioRun:
         self.to_cluster: str | None = None
         #: the drill's failover records (API documents), read at its end whatever happened
         self.failover_records: list[dict[str, Any]] = []
+        #: what fresh clients heard during a planned-moves scenario (the lease probe)
+        self.lease_samples: list[LeaseSample] = []
+        self.api_address: str | None = None
+        self.api_token: str | None = None
+        #: the workload's counts, for the report
+        self.stats: dict[str, Any] = {}
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -223,7 +241,7 @@ class ScenarioRun:
         started = time.monotonic()
         topology_path = self.prepare()
         topology = load_topology(topology_path)
-        service = Service(topology_path, self.dir / "service", self.consul)
+        service = self._service(topology_path)
         context = ChaosContext(
             self.world.env,
             ("east", "west"),
@@ -241,6 +259,8 @@ class ScenarioRun:
             sampler.start()
             if self.scenario.drill == "site-loss":
                 self._drill(context, topology_path, service, sampler)
+            elif self.scenario.drill == "planned-moves":
+                self._moves(context, topology_path, topology, service, sampler)
             else:
                 self._faults(context, service, sampler)
         except Exception as err:
@@ -277,11 +297,19 @@ class ScenarioRun:
     def _inject(self, workload: Workload, context: ChaosContext, service: Service) -> None:
         """The scenario's faults on their schedule while the workload runs; healed, and the
         producers stopped, whatever happens."""
-        nemeses: list[Nemesis] = []
         try:
             workload.wait_for(lambda s: s.acknowledged >= 200, timeout_s=60)
             time.sleep(self.scenario.warmup_s)
             workload.flush()
+            self._schedule(context, service)
+        finally:
+            workload.stop_producers()
+
+    def _schedule(self, context: ChaosContext, service: Service) -> None:
+        """The schedule's faults at their times, then ``tail_s``; whatever an error left
+        injected is healed."""
+        nemeses: list[Nemesis] = []
+        try:
             steps = self.scenario.steps
             t0 = time.monotonic()
             nemeses = [build(s.kind, s.params, self.timeline, context) for s in steps]
@@ -303,7 +331,6 @@ class ScenarioRun:
                     nemesis.stop()
                 except Exception as err:
                     self.problems.append(f"heal {nemesis.kind}: {err}")
-            workload.stop_producers()
 
     def _wait_for_consumers(self, workload: Workload) -> None:
         acked: dict[str, int] = {}
@@ -332,6 +359,109 @@ class ScenarioRun:
             wait(twice, 300, "replication to catch up", service)
         except LocalEnvError as err:
             raise LocalEnvError(f"{err} (last reading: {sampler.describe_last()})") from err
+
+    # -- planned moves under control-plane faults ----------------------------------------------
+
+    def _service(self, topology_path: Path) -> Service:
+        """``drsvc run`` of the scenario; with the ``api`` role (on a port of its own, behind a
+        token of its own) when a move goes through the API or the API is killed."""
+        needs_api = any(
+            s.kind == "kill-api" or s.params.get("executor") == "api" for s in self.scenario.steps
+        )
+        if not needs_api:
+            return Service(topology_path, self.dir / "service", self.consul)
+        (port,) = allocate_ports("127.0.0.1", 1)
+        self.api_address = f"127.0.0.1:{port}"
+        self.api_token = secrets.token_hex(16)
+        return Service(
+            topology_path,
+            self.dir / "service",
+            self.consul,
+            roles=f"{ROLES},api",
+            env={"DRSVC_API_PORT": str(port), "DRSVC_API_TOKEN": self.api_token},
+        )
+
+    def _moves(
+        self,
+        context: ChaosContext,
+        topology_path: Path,
+        topology: Any,
+        service: Service,
+        sampler: LagSampler,
+    ) -> None:
+        """The application's own producer and consumer (on ``drsvc.client``, talking to Consul
+        through a proxy a nemesis may cut) follow it while the schedule moves it between the
+        clusters under control-plane faults; fresh clients probe the lease all along."""
+        proxies = ConsulProxies(
+            self.dir / "consul-proxies", self.consul, (EXECUTOR_PROXY, CLIENTS_PROXY)
+        ).start()
+        plane = ControlPlane(
+            self.tag, APP, topology_path, self.consul, proxies, service, self.dir / "moves",
+            api_address=self.api_address, api_token=self.api_token,
+        )  # fmt: skip
+        context.extra["control_plane"] = plane
+        clients = proxies.address(CLIENTS_PROXY)
+        rate = self.scenario.rate_per_s
+        producer = FollowingProducer(
+            APP, topology_path, self.topics[0], "app", self.history, clients, rate, SHAPE,
+            self.seed,
+        )  # fmt: skip
+        consumer = FollowingConsumer(
+            APP, topology_path, self.topics[0], f"{self.tag}-app", "m0", self.history, clients
+        )
+        probe = LeaseProbe(APP, topology, self.consul)
+        paused = self._paused_producer(topology_path, clients)
+        if paused is not None:
+            context.extra["paused_producer"] = paused
+        consumer.start()
+        producer.start()
+        probe.start()
+        try:
+            wait(lambda: consumer.last_read_ms.get("east", 0) > 0, 90, "reads on east", service)
+            time.sleep(self.scenario.warmup_s)
+            producer.history.flush()
+            consumer.history.flush()
+            self._schedule(context, service)
+        finally:
+            producer.stop()
+            paused_counts = _stop_process(paused) if paused is not None else None
+            self.lease_samples = probe.stop()
+            probe.write(self.history)
+            try:
+                self._catch_up(service, sampler)
+                last = consumer.processed
+                time.sleep(5)
+                while consumer.processed != last:  # read until nothing more comes
+                    last = consumer.processed
+                    time.sleep(5)
+            finally:
+                consumer.stop()
+                self.stats = {
+                    "acknowledged": producer.acknowledged,
+                    "processed": consumer.processed,
+                    "paused_producer": paused_counts,
+                    "lease_probe": {"samples": len(self.lease_samples), "errors": probe.errors},
+                }
+                self.failover_records = [real_times(r, plane.clock_steps) for r in self._records()]
+                self._write_failovers(self.failover_records, f"{self.tag}-app")
+                proxies.close()
+
+    def _paused_producer(self, topology_path: Path, consul: str) -> subprocess.Popen[bytes] | None:
+        """The producer process ``pause-producer`` freezes, if the schedule has that fault: it
+        lingers 2 s, so its queue always holds about two seconds of records."""
+        if not any(s.kind == "pause-producer" for s in self.scenario.steps):
+            return None
+        log = (self.dir / "paused-producer.log").open("ab")
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "chaos.workload.producer_process", APP, str(topology_path),
+                self.topics[0], "paused", str(self.history), consul,
+                str(self.scenario.rate_per_s), "2000", str(self.seed),
+            ],
+            stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        return process
 
     # -- the site-loss drill ---------------------------------------------------------------
 
@@ -424,6 +554,7 @@ class ScenarioRun:
 
     def _write_failovers(self, records: list[dict[str, Any]], group: str) -> None:
         rows, cutoffs, lost = [], [], []
+        switches = [switch_row(r) for r in records]
         for r in sorted(records, key=lambda r: r["events"][0]["at_ms"] if r["events"] else 0):
             if r["state"] != "completed":
                 continue
@@ -452,7 +583,7 @@ class ScenarioRun:
             ]
             steps = ", ".join(f"{e['step']} {e['outcome']}" for e in r["events"])
             self.timeline.add(
-                "failover" if r["kind"] == "unplanned" else "failback",
+                _timeline_name(r),
                 f"{r['from']}->{r['to']}",
                 r["events"][0]["at_ms"],
                 r["events"][-1]["at_ms"],
@@ -461,6 +592,7 @@ class ScenarioRun:
         histories.write_rows(self.history, histories.FAILOVERS, rows)
         histories.write_rows(self.history, histories.CUTOFFS, cutoffs)
         histories.write_rows(self.history, histories.UNREPLICATED, lost)
+        histories.write_rows(self.history, histories.SWITCHES, switches)
 
     # -- the check -------------------------------------------------------------------------
 
@@ -493,14 +625,16 @@ class ScenarioRun:
         expected = [s.kind for s in self.scenario.steps]
         if self.scenario.drill == "site-loss":
             expected += ["lose-site", "failover", "failback"]
+        held_at_once = overlaps(self.lease_samples)
         reasons = rules.judge(
             verdict,
             exactly_once=self.scenario.exactly_once,
             faults=faults,
             expected_faults=expected,
-            failovers_expected=2 if self.scenario.drill == "site-loss" else 0,
+            failovers_expected=self.scenario.failovers_expected,
             failovers_seen=len([r for r in failovers if r["state"] == "completed"]),
             problems=self.problems,
+            overlaps=held_at_once,
         )
         rto = rules.rto_seconds(self.fault_ms, self.to_cluster, consumed)
         report_path = self.dir / "report.html"
@@ -515,7 +649,11 @@ class ScenarioRun:
             "faults_covered": list(self.scenario.faults),
             "reasons": reasons,
             "verdict": verdict,
-            "workload": getattr(self, "stats", {}),
+            "workload": self.stats,
+            "two_active": {
+                "records_and_commits": verdict.get("checks", {}).get("two_active"),
+                "lease_overlaps_s": [round(o.seconds, 3) for o in held_at_once],
+            },
             "timings_s": {"run": round(run_s, 1), "verify": round(verify_s, 1)},
         }
         write_report(report_path, document, details, faults, lag, partitions)
@@ -523,6 +661,32 @@ class ScenarioRun:
             json.dumps({**document, "details": details}, indent=2, default=str)
         )
         return Outcome(document, reasons, run_s + verify_s, details)
+
+
+def _timeline_name(record: dict[str, Any]) -> str:
+    """How a failover shows on the timeline: the drill's automated failover and failback keep
+    their names; a planned move elsewhere is a move."""
+    if record["kind"] == "unplanned":
+        return "failover"
+    return "failback" if record["to"] == "east" else "planned-move"
+
+
+def _stop_process(process: subprocess.Popen[bytes]) -> dict[str, Any] | None:
+    """Thaw (in case), stop (SIGTERM) and reap a producer process; its counts."""
+    try:
+        signal_group(process.pid, signal.SIGCONT)
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=90)
+    except Exception:
+        process.kill()
+        process.wait(10)
+        return None
+    lines = out.decode(errors="replace").strip().splitlines()
+    try:
+        counts: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        return None
+    return counts
 
 
 def _relative(path: Path) -> str:

@@ -4,6 +4,10 @@ Every scenario runs on the active/active pair ``east``/``west`` (a flow each way
 policy) in one delivery mode, with a workload, a fault schedule, and then heal and catch-up
 before the consistency job checks it. ``drill="site-loss"`` scenarios lose site east, let the
 DR controller fail the application over to west, bring east back, recover it and fail back.
+``drill="planned-moves"`` scenarios (issue 32) move the application with planned failovers and
+failbacks while its own clients follow it, the schedule timing control-plane faults to the
+moves' steps; their schedules have no jitter, since each fault arms itself for the move that
+follows it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from typing import Literal
 from chaos.schedule import FaultStep
 
 Delivery = Literal["at-least-once", "exactly-once"]
-Drill = Literal["none", "site-loss"]
+Drill = Literal["none", "site-loss", "planned-moves"]
+
+#: the schedule's kinds that move the application (each must complete)
+MOVES = frozenset({"planned-failover", "planned-failback"})
 
 ALO: Delivery = "at-least-once"
 EOS: Delivery = "exactly-once"
@@ -52,6 +59,14 @@ class Scenario:
         if self.drill == "site-loss":
             kinds += ["lose-site", "automated-failover", "failback"]
         return tuple(dict.fromkeys(kinds))
+
+    @property
+    def failovers_expected(self) -> int:
+        """How many failovers must have completed: the drill's automated failover and
+        failback, or each planned move of the schedule."""
+        if self.drill == "site-loss":
+            return 2
+        return sum(s.kind in MOVES for s in self.steps)
 
     @property
     def needs_links(self) -> bool:
@@ -174,6 +189,103 @@ SCENARIOS: tuple[Scenario, ...] = (
         (_step(2, "latency", 20, a="east", b="west", ms="200", jitter_ms="50"),),
     ),
 )
+
+
+def _move(at_s: float, to: str, executor: str = "cli") -> FaultStep:
+    """A planned move to ``to``; its heal, a second later, waits until it completed."""
+    kind = "planned-failback" if to == "east" else "planned-failover"
+    return _step(at_s, kind, 1, to=to, executor=executor)
+
+
+CONTROL_PLANE_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "slow-none-write-alo",
+        "a planned failover whose executor's Consul requests arrive 4.5 s late while it writes "
+        "none (longer than the lease margin), then a failback (at least once)",
+        ALO,
+        (
+            _step(0, "slow-consul-writes", 1, ms="4500"),
+            _move(0.5, "west"),
+            _move(3, "east"),
+        ),
+        drill="planned-moves",
+        short=True,
+        jitter_s=0.0,
+        rate_per_s=100.0,
+    ),
+    Scenario(
+        "client-consul-cut-alo",
+        "the application's clients cut off from Consul for 15 s (five leases) across a planned "
+        "failover; they must stop at the end of their lease and follow once back, then a "
+        "failback (at least once)",
+        ALO,
+        (
+            _step(0, "cut-client-consul", 15),
+            _move(0.5, "west"),
+            _move(17, "east"),
+        ),
+        drill="planned-moves",
+        jitter_s=0.0,
+        rate_per_s=100.0,
+    ),
+    Scenario(
+        "paused-producer-alo",
+        "a producer process lingering 2 s frozen (SIGSTOP) with its queue full across a "
+        "planned failover, thawed 1 s after the activation, then a failback (at least once)",
+        ALO,
+        (
+            _step(0, "pause-producer", 1, after_s="1"),
+            _move(0.3, "west"),
+            _move(4, "east"),
+        ),
+        drill="planned-moves",
+        jitter_s=0.0,
+        rate_per_s=100.0,
+    ),
+    Scenario(
+        "api-kill-wait-lease-alo",
+        "a planned failover through the API, the API killed with kill -9 while it waits out "
+        "the lease, resumed and completed, then a failback (at least once)",
+        ALO,
+        (
+            _step(0, "kill-api", 1),
+            _move(0.5, "west", executor="api"),
+            _move(4, "east"),
+        ),
+        drill="planned-moves",
+        jitter_s=0.0,
+        rate_per_s=100.0,
+    ),
+    Scenario(
+        "clock-step-alo",
+        "a planned failover whose executor's wall clock steps 5 s forward during the lease "
+        "wait, then a failback (at least once)",
+        ALO,
+        (
+            _step(0, "step-clock", 3, s="5"),
+            _move(0.5, "west", executor="stepped-clock"),
+            _move(5, "east"),
+        ),
+        drill="planned-moves",
+        jitter_s=0.0,
+        rate_per_s=100.0,
+    ),
+    Scenario(
+        "slow-none-write-eos",
+        "the slow none write of slow-none-write-alo with exactly-once flows",
+        EOS,
+        (
+            _step(0, "slow-consul-writes", 1, ms="4500"),
+            _move(0.5, "west"),
+            _move(3, "east"),
+        ),
+        drill="planned-moves",
+        jitter_s=0.0,
+        rate_per_s=100.0,
+    ),
+)
+
+SCENARIOS = SCENARIOS + CONTROL_PLANE_SCENARIOS
 
 
 def find(name: str, scenarios: Sequence[Scenario] = SCENARIOS) -> Scenario:

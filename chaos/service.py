@@ -1,5 +1,6 @@
-"""The drsvc service a scenario runs against: ``drsvc run`` with every role but the API, as a
-subprocess with its own state directory, and the CLI commands a drill calls."""
+"""The drsvc service a scenario runs against: ``drsvc run`` with every role but the API (a
+scenario that fails over through the API adds it), as a subprocess with its own state
+directory, and the CLI commands a drill calls."""
 
 from __future__ import annotations
 
@@ -22,10 +23,18 @@ ROLES = "replicate,heartbeats,checkpoints,controller"
 class Service:
     """``drsvc run`` of one scenario's topology; roles log under ``state_dir/run``."""
 
-    def __init__(self, topology: Path, state_dir: Path, consul: str) -> None:
+    def __init__(
+        self,
+        topology: Path,
+        state_dir: Path,
+        consul: str,
+        roles: str = ROLES,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.topology = topology
         self.state_dir = state_dir
         self.consul = consul
+        self.env = dict(env or {})
         self.run_dir = state_dir / "run"
         state_dir.mkdir(parents=True, exist_ok=True)
         self._log = (state_dir / "drsvc-run.log").open("ab")
@@ -38,7 +47,7 @@ class Service:
                 "-t",
                 str(topology),
                 "--roles",
-                ROLES,
+                roles,
                 "--plain",
                 "--state-dir",
                 str(state_dir),
@@ -56,7 +65,12 @@ class Service:
         )
 
     def environ(self) -> dict[str, str]:
-        return {**os.environ, "DRSVC_CONSUL_HTTP_ADDR": self.consul, "PYTHONUNBUFFERED": "1"}
+        return {
+            **os.environ,
+            **self.env,
+            "DRSVC_CONSUL_HTTP_ADDR": self.consul,
+            "PYTHONUNBUFFERED": "1",
+        }
 
     def check(self) -> None:
         if self.proc.poll() is not None:

@@ -5,7 +5,8 @@ The producer writes sequence-numbered records (:class:`~chaos.workload.shapes.Re
 to the application's topic on whichever cluster is active and logs each acknowledged one with
 the cluster it went to; while no cluster is active it waits (the record is not taken). The
 consumer reads the application's logical topic (the local topic and the remote copies) on the
-active cluster with automatic commits and logs each record it processed with the cluster.
+active cluster, logs each record it processed with the cluster, and commits what it processed
+every half second, synchronously, logging each confirmed commit with its cluster (``commits``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from drsvc.client import FailoverConsumer, FailoverProducer, NoActiveClusterError
 from drsvc.verify.histories import (
+    COMMITS,
     CONSUMED,
     PRODUCED,
+    Commit,
     ConsumedRecord,
     HistoryTable,
     ProducedRecord,
@@ -31,6 +35,9 @@ from .producer import stored_timestamp
 from .shapes import PlannedRecord, RecordFactory, Shape
 
 log = logging.getLogger(__name__)
+
+#: how often the consumer commits what it processed
+COMMIT_INTERVAL_S = 0.5
 
 #: librdkafka's lines of the followers go here (never to a terminal)
 CLIENT_LOGGER = "chaos.kafka.following"
@@ -54,6 +61,7 @@ class FollowingProducer:
         rate: float,
         shape: Shape | None = None,
         seed: int = 0,
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         self.topic = topic
         self.producer_id = producer_id
@@ -71,6 +79,7 @@ class FollowingProducer:
                 "linger.ms": 5,
                 "acks": "all",
                 "enable.idempotence": True,
+                **(config or {}),
             },
             consul=consul,
         )
@@ -168,6 +177,7 @@ class FollowingConsumer:
         self.group = group
         self.member = member
         self.history = HistoryTable(history_dir, CONSUMED, flush_every=2000)
+        self.commits = HistoryTable(history_dir, COMMITS, flush_every=500)
         self.processed = 0
         #: per cluster, when the last record read there was processed
         self.last_read_ms: dict[str, int] = {}
@@ -179,8 +189,9 @@ class FollowingConsumer:
                 "logger": logging.getLogger(CLIENT_LOGGER),
                 "group.id": group,
                 "auto.offset.reset": "earliest",
-                "enable.auto.commit": True,
-                "auto.commit.interval.ms": 500,
+                # Committed by hand, synchronously, so that each commit is logged with the
+                # cluster it went to and when that cluster confirmed it.
+                "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 # a member left behind on a lost cluster expires sooner once it is back
                 "session.timeout.ms": 10000,
@@ -197,11 +208,38 @@ class FollowingConsumer:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(60)
+        self._commit()
         self._consumer.close()
         self.history.flush()
+        self.commits.flush()
+
+    def _commit(self) -> None:
+        """Commit what was processed where the consumer reads now; log what was confirmed."""
+        cluster = self._consumer.cluster
+        try:
+            committed = self._consumer.commit(asynchronous=False)
+        except NoActiveClusterError:
+            return  # switching: what was processed before was committed at the switch
+        except Exception as err:  # no offset to commit, or the cluster refused: noted
+            if "NO_OFFSET" not in str(err) and len(self.errors) < 20:
+                self.errors.append(repr(err))
+            return
+        if cluster is None:
+            return
+        now = _now_ms()
+        self.commits.extend(
+            Commit(self.group, self.member, cluster, tp.topic, tp.partition, tp.offset, now)
+            for tp in committed or []
+            if tp.error is None and tp.offset >= 0 and tp.topic is not None
+        )
 
     def _run(self) -> None:
+        last_commit = time.monotonic()
+        since_commit = 0
         while not self._stop.is_set():
+            if since_commit and time.monotonic() - last_commit >= COMMIT_INTERVAL_S:
+                self._commit()
+                since_commit, last_commit = 0, time.monotonic()
             try:
                 messages = self._consumer.consume(200, 0.2)
             except Exception as err:  # noted; the history says what was read
@@ -231,3 +269,4 @@ class FollowingConsumer:
                 )
             self.history.extend(rows)
             self.processed += len(rows)
+            since_commit += len(rows)
