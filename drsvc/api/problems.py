@@ -3,6 +3,12 @@
 Every error answer is ``{"error": {"status": 409, "code": "failover_running", "message": "..."}}``
 (validation errors add ``"details"``: one entry per wrong field). Messages are drsvc's own; no
 request header (the token) is ever echoed.
+
+A caller can act on ``code`` without reading the message: ``precondition_failed`` (412) means
+"the plan you looked at is not the one that would run now: ask for a dry run again";
+``request_mismatch`` (409) means "that request id already named a different request of this
+application: use a new id"; ``refused`` (409) means the plan refuses as things stand (the reason
+is in the message, for instance a planned failover whose active cluster does not answer).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from drsvc.errors import (
     LockLostError,
     TemporaryError,
 )
-from failover.errors import FailoverRefused
+from failover.errors import FailoverRefused, PreconditionFailed, RequestMismatch
 
 __all__ = ["ApiProblem", "install_problem_handlers", "problem_body"]
 
@@ -48,7 +54,12 @@ def problem_body(status: int, code: str, message: str, **extra: Any) -> dict[str
 
 
 def problem_of(err: DrsvcError | FailoverRefused) -> ApiProblem:
-    """The HTTP answer to an error the service raised."""
+    """The HTTP answer to an error the service raised (the subclasses of
+    :class:`FailoverRefused` first: each has its own answer)."""
+    if isinstance(err, PreconditionFailed):
+        return ApiProblem(412, "precondition_failed", str(err))
+    if isinstance(err, RequestMismatch):
+        return ApiProblem(409, "request_mismatch", str(err))
     if isinstance(err, FailoverRefused):
         return ApiProblem(409, "refused", str(err))
     if isinstance(err, TemporaryError):
