@@ -18,16 +18,55 @@ it, and only through :func:`switch`, whose rules make a switch safe for clients 
 * **Every write names its failover** (``failover_id``), so the record of that failover explains
   any value, and a resumed failover recognises its own writes.
 
-The lease that clients honour (``lease_ms`` in the document, so a client learns it with the
-value it acts on; 15 s unless the application's topology sets another): a client may act on a
-value only while it has heard from Consul within the lease (a blocking query returns at least
-every ``wait`` seconds, so a healthy client re-confirms well within it). When the lease lapses,
-or the value is none, it stops producing and consuming. The executor, having written none, waits
-the lease plus a margin for clocks that run at slightly different rates before it writes a new
-cluster (:func:`lease_wait_s`).
+The lease, and why a switch never leaves two clusters in use
+============================================================
 
-A key that is absent means: active on the application's preferred cluster, epoch 0. A plain alias
-(or ``"none"``) written by hand or by an older version reads as that cluster (or none) at epoch 0.
+A client promises (:func:`lease_deadline_s`, :func:`usable_cluster`): it acts on a value it read
+only until ``sent + lease``, where ``sent`` is when it *sent* the request that returned the value
+and ``lease`` is the document's ``lease_ms``, both on its own monotonic clock. When the lease
+lapses, or the value is none, it stops producing and consuming.
+
+The executor promises: after its write of none is **acknowledged** by Consul (at ``A``, read on
+its own monotonic clock just after the acknowledgement arrived), it writes no other cluster before
+``A + lease_wait_s(lease)``, where ``lease`` is the none document's lease and::
+
+    lease_wait_s(lease) = lease x (1 + 0.01) + 1 s
+
+(``_CLOCK_RATE_MARGIN`` = 1 %, ``_SCHEDULING_MARGIN_S`` = 1 s). An executor that did not see the
+acknowledgement itself (it resumed a failover, in another process or on another host, or its
+write timed out and committed later) counts from a moment it knows to be after the commit: the
+acknowledgement of a later write or read that found the none value (a retried step recognising
+its own write, or the read of the record that says deactivate is done), at worst its own start of
+the wait. No wall-clock time (``at_ms``) enters the wait.
+
+Why that is enough. Let ``C`` be the real time the none write commits. A client that acts on the
+old cluster read it through a request sent at ``s``; reads are linearizable, so the read took
+effect after ``s`` and before ``C``: ``s < C``. The client stops once its clock has counted
+``lease`` from ``s``; its clock and the executor's may run at rates that differ by at most 1 %,
+and its check may run up to 1 s late. The executor's acknowledgement arrives after the commit
+(``A >= C``), and it counts ``lease x 1.01 + 1 s`` from there on its own clock. So every client
+of the old value has stopped before the new value is written, however long the write took to
+commit, however far apart the two machines' wall clocks are, and whatever steps either wall clock
+takes.
+
+Assumptions: Consul reads of the key are linearizable (``consistent``; the blocking watch checks
+leadership as it starts); clock *rates* differ by at most 1 % (NTP keeps them within 0.05 %);
+a client's lease check runs at most 1 s late. Nothing is assumed about clock *offsets*.
+
+The lease changes with the topology: a none document carries ``max(current lease, configured
+lease)`` (what clients of the old value may hold, so what the wait must cover), and a document
+that names a cluster carries the configured lease (lowering it is safe: the clients of the old,
+longer lease have run out by then).
+
+An absent key means: active on the application's preferred cluster, at epoch 0, under the
+application's *configured* lease (``decode_active(None, preferred, lease_ms=configured)``), for
+clients and executor alike, so both must read the same topology. drsvc creates every
+application's document from the topology when it starts
+(:func:`drsvc.runtime.failover.bootstrap.ensure_active_documents`, never overwriting one), so a
+key is absent only before the first start. A plain alias (or ``"none"``) written by hand or by an
+older version reads as that cluster (or none) at epoch 0 under the default lease, marked
+``versioned=False``: the executor's next write takes its epoch above every epoch the application
+ever had (``epoch_floor`` of :func:`switch`), so the epoch never goes backwards.
 """
 
 from __future__ import annotations
@@ -148,10 +187,13 @@ def switch(
     failover_id: str,
     now_ms: int,
     lease_ms: int | None = None,
+    epoch_floor: int = 0,
 ) -> ActiveDocument:
     """The next document when failover ``failover_id`` switches from ``current`` to ``to``
-    (None: to none), with ``lease_ms`` (default: the current document's). Raises
-    :class:`SwitchError` when the rules forbid it."""
+    (None: to none), with ``lease_ms`` (default: the current document's). Its epoch is one more
+    than both ``current``'s and ``epoch_floor`` (the highest epoch the application ever had, for
+    a ``current`` value that is no document of drsvc's). Raises :class:`SwitchError` when the
+    rules forbid it."""
     if not failover_id:
         raise SwitchError("every write of the active cluster must name its failover")
     if to is not None and not _ALIAS.fullmatch(to):
@@ -166,12 +208,15 @@ def switch(
     lease = current.lease_ms if lease_ms is None else lease_ms
     if lease <= 0:
         raise SwitchError(f"the lease must be positive (got {lease} ms)")
-    return ActiveDocument(to, current.epoch + 1, failover_id, now_ms, lease)
+    if epoch_floor < 0:
+        raise SwitchError(f"an epoch floor is never negative (got {epoch_floor})")
+    return ActiveDocument(to, max(current.epoch, epoch_floor) + 1, failover_id, now_ms, lease)
 
 
 def lease_wait_s(lease_s: float = DEFAULT_LEASE_S) -> float:
-    """How long to wait after writing none before writing a new cluster: every client that saw
-    the old value has stopped by then, even one whose clock runs a little slow."""
+    """How long to wait, from the acknowledgement of the none write (monotonic), before writing
+    a new cluster: every client that saw the old value has stopped by then, even one whose clock
+    runs a little slow (see the module's docs for the argument)."""
     if lease_s <= 0:
         raise SwitchError(f"the lease must be positive (got {lease_s}s)")
     return lease_s * (1 + _CLOCK_RATE_MARGIN) + _SCHEDULING_MARGIN_S

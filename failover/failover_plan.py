@@ -13,20 +13,22 @@ Planned (the active cluster is reachable; zero loss, zero re-read)::
 
     deactivate      active: old -> none (the application stops on the old cluster)
     wait-lease      every client that saw the old value has lost it (failover.active)
-    wait-caught-up  the application's topics are fully replicated and every group's checkpoint
-                    equals its committed offset on the old cluster (bounded: on timeout, roll
-                    back and say what lagged)
+    wait-caught-up  the application's topics are fully replicated, every group's committed
+                    offsets translate exactly, and no group has members left on the old
+                    cluster (bounded: on timeout, roll back and say what lagged, naming the
+                    members that stayed)
     set-offsets     every group's offsets on the new cluster at the exact translated positions
                     (live members there are a failure, not a skip)
     activate        active: none -> new
 
-Unplanned (the active cluster is gone, or ``force``): the same without ``wait-caught-up``, and
-``set-offsets`` comes before ``wait-lease``: it uses the latest checkpoints (which a cluster gone
-from every vantage point no longer moves) and the application's ``on_unknown_translation``, so it
-runs while the lease runs out instead of after it. The record reports the recovery point. (A
-forced failover of a cluster that still answers its clients may leave them committing on it
-until their lease lapses: positions set before that are earlier, so the new cluster re-reads
-those records; it never skips any.)
+Unplanned (the active cluster is gone and the caller asked for ``force``; without ``force``
+:func:`check_request` refuses instead of losing what had not crossed): the same without
+``wait-caught-up``, and ``set-offsets`` comes before ``wait-lease``: it uses the latest
+checkpoints (which a cluster gone from every vantage point no longer moves) and the application's
+``on_unknown_translation``, so it runs while the lease runs out instead of after it. The record
+reports the recovery point. (A forced failover of a cluster that still answers its clients may
+leave them committing on it until their lease lapses: positions set before that are earlier, so
+the new cluster re-reads those records; it never skips any.)
 
 A failure of ``deactivate`` changes nothing (the failover ends rolled back); a failure of any
 later step before ``activate`` rolls back: ``reactivate`` writes the old cluster again (none ->
@@ -39,11 +41,14 @@ Failback is the same machine with the clusters the other way round.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from failover.active import ActiveDocument
-from failover.errors import FailoverRefused, SwitchError
+from failover.errors import FailoverRefused, PreconditionFailed, SwitchError
 from failover.recovery_point import UnreplicatedRange
 from failover.site_recovery import SiteRecovery
 
@@ -62,9 +67,12 @@ __all__ = [
     "Step",
     "StepEvent",
     "StepName",
+    "check_request",
+    "highest_epoch",
     "next_step",
     "plan_failover",
     "record_outcome",
+    "request_fingerprint",
 ]
 
 
@@ -222,6 +230,9 @@ class FailoverRecord:
     #: after an unplanned failover: what became of the old cluster's records that never
     #: crossed, once it returned (:mod:`failover.site_recovery`)
     recovery: SiteRecovery | None = None
+    #: the highest epoch this failover wrote to the application's active key (0: none yet); the
+    #: records keep the application's epochs, so a value written by hand cannot take them back
+    epoch: int = 0
 
     def done(self, name: StepName) -> bool:
         return any(e.step is name and e.outcome is Outcome.OK for e in self.events)
@@ -313,6 +324,51 @@ def plan_failover(
         steps=tuple(steps),
         request_id=request.request_id,
     )
+
+
+def check_request(request: FailoverRequest, plan: FailoverPlan, active: ActiveDocument) -> None:
+    """Raise unless ``plan`` is the failover ``request`` asked for.
+
+    Without ``force`` a failover is planned or does not run: an active cluster that does not
+    answer is a :class:`FailoverRefused` (never a silent switch to an unplanned failover, which
+    loses what had not crossed). The caller's preconditions from a dry run (``expect_epoch``,
+    ``expect_kind``) that no longer hold are a :class:`PreconditionFailed`."""
+    if plan.kind is FailoverKind.UNPLANNED and not request.force:
+        raise FailoverRefused(
+            f"application {request.app}'s active cluster {plan.from_cluster} does not answer, "
+            "so a planned failover (nothing lost, nothing read twice) cannot run; --force "
+            f"runs an unplanned failover to {plan.to_cluster}, which leaves the records that "
+            f"had not crossed on {plan.from_cluster} for drsvc recover"
+        )
+    if request.expect_epoch is not None and request.expect_epoch != active.epoch:
+        raise PreconditionFailed(
+            f"application {request.app} is at epoch {active.epoch}, not {request.expect_epoch} "
+            "as expected: it changed since the plan was shown; look at the plan again"
+        )
+    if request.expect_kind is not None and request.expect_kind is not plan.kind:
+        raise PreconditionFailed(
+            f"the failover of application {request.app} would be {plan.kind.value} now, not "
+            f"{request.expect_kind.value} as expected; look at the plan again"
+        )
+
+
+def request_fingerprint(request: FailoverRequest) -> str:
+    """A digest of what ``request`` asks (application, target, force, preconditions), kept with
+    its request id: the same id with another request is a different request, not a repeat."""
+    asked = {
+        "app": request.app,
+        "to": request.to,
+        "force": request.force,
+        "expect_kind": None if request.expect_kind is None else request.expect_kind.value,
+        "expect_epoch": request.expect_epoch,
+    }
+    text = json.dumps(asked, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def highest_epoch(records: Iterable[FailoverRecord], app: str) -> int:
+    """The highest epoch any of ``records`` wrote to application ``app``'s active key."""
+    return max((r.epoch for r in records if r.plan.app == app), default=0)
 
 
 def next_step(record: FailoverRecord) -> Step | None:

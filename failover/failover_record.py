@@ -18,12 +18,14 @@ read raises :class:`RecordFormatError` instead of being guessed at::
      "recovery": {"policy": "quarantine", "cluster": "east", "into": null, "started_ms": ...,
                   "divergence": [{"topic": "orders", "partition": 0, "first_offset": 40,
                                   "last_offset": 45, "records": 6}],
-                  "replay_from": [], "replayed": null, "completed_ms": ...}}
+                  "replay_from": [], "replayed": null, "completed_ms": ...},
+     "epoch": 2}
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -55,6 +57,9 @@ __all__ = [
 RECORD_FORMAT_VERSION = 1
 
 T = TypeVar("T")
+
+#: how the executor's step details name an epoch it wrote or found (records without "epoch")
+_EPOCH_IN_DETAIL = re.compile(r"\(epoch (\d+)\)")
 
 
 def group_target_fields(g: GroupTarget) -> dict[str, Any]:
@@ -106,6 +111,7 @@ def record_fields(record: FailoverRecord) -> dict[str, Any]:
             for u in record.unreplicated
         ],
         "recovery": None if record.recovery is None else recovery_fields(record.recovery),
+        "epoch": record.epoch,
     }
 
 
@@ -237,11 +243,29 @@ def decode_record(raw: str) -> FailoverRecord:
                 ),
             ),
             recovery=_recovery(doc),
+            epoch=_epoch(doc),
         )
     except RecordFormatError:
         raise
     except (KeyError, TypeError, ValueError) as err:
         raise RecordFormatError(f"a field is missing or has the wrong type: {err!r}") from err
+
+
+def _epoch(doc: Mapping[str, Any]) -> int:
+    """The highest epoch the failover wrote. Records from before the field name it only in
+    their steps' details (``active: none (epoch 3)``), which is as good: a record is the only
+    trace of an epoch once the active key was overwritten by hand."""
+    if "epoch" in doc:
+        value = doc["epoch"]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise RecordFormatError("'epoch' must be a non-negative integer")
+        return value
+    found = (
+        int(m)
+        for e in _items(doc, "events")
+        for m in _EPOCH_IN_DETAIL.findall(str(e.get("detail", "")))
+    )
+    return max(found, default=0)
 
 
 def _recovery(doc: Mapping[str, Any]) -> SiteRecovery | None:

@@ -29,8 +29,8 @@ __all__ = [
     "DEFAULT_OFFSET_SYNCS_TOPIC",
     "DEMO_READER_GROUP",
     "OWN_GROUP_PREFIX",
-    "REQUEST_ID_PATTERN",
     "REPLAY_READER_GROUP",
+    "REQUEST_ID_PATTERN",
     "SMOKE_KEY",
     "SMOKE_TOPIC",
     "SYNC_REPAIR_GROUP",
@@ -210,7 +210,6 @@ def check_key_segment(kind: str, name: str) -> str:
     return name
 
 
-
 def consul_prefix(namespace: str) -> str:
     """Every key of a topology's namespace lives under ``drsvc/<namespace>/``."""
     return f"drsvc/{namespace}"
@@ -244,9 +243,15 @@ def failover_record_key(namespace: str, failover_id: str) -> str:
     return f"{failovers_prefix(namespace)}{failover_id}"
 
 
-def failover_request_key(namespace: str, request_id: str) -> str:
-    """Which failover a caller's request id started (the same request twice is one failover)."""
-    return f"{consul_prefix(namespace)}/failover-requests/{request_id}"
+def failover_request_key(namespace: str, application: str, request_id: str) -> str:
+    """Which failover of ``application`` a caller's request id started, with a digest of the
+    request (the same request twice is one failover; the same id with another request is
+    refused). Ids are scoped per application: ``r-42`` of one application is not another's.
+    Raises :class:`PolicyError` for an application name or request id that cannot be part of a
+    key (``..`` would reach another application's keys)."""
+    check_key_segment("application", application)
+    check_request_id(request_id)
+    return f"{consul_prefix(namespace)}/failover-requests/{application}/{request_id}"
 
 
 def controller_lock_key(namespace: str) -> str:

@@ -8,14 +8,16 @@ checkpoint topic reader and the admin helpers; nothing is translated twice.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ClusterMetadata  # type: ignore[attr-defined]
 
 from drsvc.adapters.kafka_admin import (
     PartitionError,
-    admin_client,
     alter_group_offsets,
     describe_group,
     describe_topics,
@@ -31,18 +33,36 @@ from drsvc.topology.models import Topology
 from failover.checkpoints import Checkpoint, CheckpointKey
 from failover.site_recovery import DivergentRange, PartitionOffset, crossed_end
 
-__all__ = ["FailoverClusters", "KafkaFailoverClusters", "Partition"]
+__all__ = ["PROBE_TRIES", "FailoverClusters", "GroupMember", "KafkaFailoverClusters", "Partition"]
 
 Partition = tuple[str, int]
+
+#: how many metadata requests a cluster gets before it counts as not answering: one slow answer
+#: (a broker's GC pause, a WAN hiccup) must not turn a planned failover into a refusal
+PROBE_TRIES = 3
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """A member of a consumer group, as its cluster describes it (who to go and stop)."""
+
+    member_id: str
+    client_id: str
+    host: str
+
+    def __str__(self) -> str:
+        return f"{self.member_id} (client id {self.client_id}, host {self.host})"
 
 
 class FailoverClusters(Protocol):
     """The Kafka side of a failover. Unreachable clusters raise
     :class:`drsvc.errors.KafkaUnavailableError`."""
 
-    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
+    def reachable(
+        self, alias: str, timeout_s: float | None = None, *, tries: int = PROBE_TRIES
+    ) -> bool:
         """Does the cluster answer a metadata request within ``timeout_s`` (default: the probe
-        timeout)?"""
+        timeout) in one of ``tries`` attempts?"""
         ...
 
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
@@ -78,6 +98,11 @@ class FailoverClusters(Protocol):
 
     def live_members(self, alias: str, group: str) -> int:
         """How many members the group has on the cluster right now (0: none, or no group)."""
+        ...
+
+    def group_members(self, alias: str, group: str) -> list[GroupMember]:
+        """The group's members on the cluster right now, with their client ids and hosts
+        (empty: none, or no such group)."""
         ...
 
     def set_offsets(
@@ -127,9 +152,10 @@ class KafkaFailoverClusters:
         return self._views[alias]
 
     def _metadata(self, alias: str, timeout_s: float | None) -> ClusterMetadata | None:
-        """The cluster's metadata, or None when it does not answer (with brokers) in time."""
-        config = self.client_config(alias)
-        admin = admin_client(config["bootstrap.servers"], config)
+        """The cluster's metadata, or None when it does not answer (with brokers) in time.
+        Asked through the cluster's one admin client, whose connections outlive a probe: a new
+        client per probe spends the probe's time on connecting (and TLS, SASL) first."""
+        admin = self._view(alias).admin
         try:
             metadata = admin.list_topics(
                 timeout=self._probe_timeout_s if timeout_s is None else timeout_s
@@ -138,8 +164,10 @@ class KafkaFailoverClusters:
             return None
         return metadata if metadata.brokers else None
 
-    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
-        return self._metadata(alias, timeout_s) is not None
+    def reachable(
+        self, alias: str, timeout_s: float | None = None, *, tries: int = PROBE_TRIES
+    ) -> bool:
+        return any(self._metadata(alias, timeout_s) is not None for _ in range(max(1, tries)))
 
     def serves(self, alias: str, topics: Collection[str], timeout_s: float | None = None) -> bool:
         """Does the cluster answer a metadata request, and has every partition of those of
@@ -221,6 +249,23 @@ class KafkaFailoverClusters:
 
     def live_members(self, alias: str, group: str) -> int:
         return describe_group(self._view(alias).admin, group, self._timeout_s).members
+
+    def group_members(self, alias: str, group: str) -> list[GroupMember]:
+        admin = self._view(alias).admin
+        what = f"describing consumer group '{group}' on '{alias}'"
+        future = admin.describe_consumer_groups([group], request_timeout=self._timeout_s)[group]
+        try:
+            description = future.result(timeout=self._timeout_s)
+        except KafkaException as err:
+            if err.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return []
+            raise KafkaUnavailableError(f"{what}: {err.args[0].str()}") from err
+        except concurrent.futures.TimeoutError as err:
+            raise KafkaUnavailableError(f"{what}: no answer within {self._timeout_s:.0f}s") from err
+        return [
+            GroupMember(str(m.member_id), str(m.client_id), str(m.host))
+            for m in description.members
+        ]
 
     def set_offsets(
         self, alias: str, group: str, offsets: Mapping[Partition, int]

@@ -10,7 +10,10 @@ the record and asks the plan for the next step; steps are idempotent:
 
 - ``deactivate`` / ``activate`` / ``reactivate`` recognise their own earlier write of the
   active key (it names the failover);
-- ``wait-lease`` waits until the time written with none plus the lease, whoever waits;
+- ``wait-lease`` waits the lease (:func:`failover.active.lease_wait_s`) from the moment the
+  write of none was acknowledged, on the executor's monotonic clock; an executor that did not
+  see that acknowledgement (a resumer, on this host or another) counts from a moment it knows
+  to be later: when it read the record saying deactivate is done. No wall clock is compared;
 - ``set-offsets`` stores the positions in the record before it commits any of them, and a
   resumed attempt commits those same positions: no group is ever moved backwards by a retry,
   and an unplanned failover does not pick newer checkpoints half-way through.
@@ -18,7 +21,16 @@ the record and asks the plan for the next step; steps are idempotent:
 Keys (see :mod:`failover.naming`): ``apps/<app>/active`` (the document clients follow),
 ``apps/<app>/lock`` (the executor's lock; its value names the failover), ``apps/<app>/failover``
 (the application's latest failover), ``failovers/<id>`` (records) and
-``failover-requests/<request id>`` (idempotency).
+``failover-requests/<app>/<request id>`` (idempotency: the failover it started and a digest of the
+request, so the same id with a different request is refused).
+
+Before anything is written, a failover must be the one the caller asked for
+(:func:`failover.failover_plan.check_request`: without ``force`` an active cluster that does
+not answer is a refusal, never an unplanned failover; the caller's ``expect_kind`` and
+``expect_epoch`` must still hold), and a planned one must be able to become exact by waiting: a
+partition whose translation no wait can make exact (its position is older than the syncs, the
+topic was recreated, the log truncated, no flow copies it ...) is a refusal naming it, before the
+application is deactivated.
 """
 
 from __future__ import annotations
@@ -57,7 +69,13 @@ from drsvc.runtime.failover.recovery import SiteRecoverer
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.active import ActiveDocument, decode_active, lease_wait_s, switch
-from failover.errors import FailoverRefused, FormatError, PolicyError, SwitchError
+from failover.errors import (
+    FailoverRefused,
+    FormatError,
+    PolicyError,
+    RequestMismatch,
+    SwitchError,
+)
 from failover.failover_plan import (
     DEFAULT_CATCH_UP_TIMEOUT_S,
     Cutoff,
@@ -70,9 +88,12 @@ from failover.failover_plan import (
     Situation,
     Step,
     StepName,
+    check_request,
+    highest_epoch,
     next_step,
     plan_failover,
     record_outcome,
+    request_fingerprint,
 )
 from failover.failover_record import decode_record, encode_record
 from failover.recovery_point import PartitionReplication, UnreplicatedRange, unreplicated
@@ -93,6 +114,14 @@ _POLL_S = 1.0
 _QUICK_PROBE_S = 0.5
 #: attempts of a step whose failure means "retry" before the executor stops and says resume
 _RETRIES = 5
+#: how many partitions a refusal or a timeout names before it says how many more there are
+_SHOWN = 10
+#: translation verdicts that no wait makes exact: the group's position is older than the oldest
+#: sync, the syncs belong to another incarnation of the topic or contradict each other, the
+#: source log was truncated past the position, or replication skipped records there
+_WAITING_CANNOT_FIX = frozenset(
+    {"before-syncs", "topic-mismatch", "log-truncated", "replication-gap", "sync-conflict"}
+)
 
 
 class Clock(Protocol):
@@ -177,6 +206,9 @@ class FailoverExecutor:
         self._catch_up_timeout_s = catch_up_timeout_s
         self._on_event = on_event or (lambda _message: None)
         self._ns = topology.namespace
+        #: per running failover, when (monotonic) this executor knew its write of none to be
+        #: committed: the lease wait counts from here (see :meth:`_wait_lease`)
+        self._none_since: dict[str, float] = {}
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -236,9 +268,12 @@ class FailoverExecutor:
         }
 
     def preview(self, request: FailoverRequest) -> tuple[FailoverPlan, list[GroupTarget], str]:
-        """The plan, and where the groups would start if it ran now (a dry run: only reads)."""
+        """The plan, and where the groups would start if it ran now (a dry run: only reads).
+        Raises :class:`FailoverRefused` as the failover itself would."""
         plan = self.plan(request)
         app = self.application(request.app)
+        if plan.kind is FailoverKind.PLANNED:
+            self._refuse_untranslatable(app, plan)
         try:
             return plan, sorted(self._targets(app, plan)), ""
         except FailoverRefused as err:
@@ -250,7 +285,9 @@ class FailoverExecutor:
         """The application's active-cluster document now."""
         entry = self._store.get(naming.app_active_key(self._ns, app.name))
         try:
-            return decode_active(None if entry is None else entry.value, app.preferred)
+            return decode_active(
+                None if entry is None else entry.value, app.preferred, _configured_lease_ms(app)
+            )
         except FormatError as err:
             raise FailoverError(
                 f"the active-cluster key of application {app.name} is unreadable: {err}"
@@ -313,9 +350,10 @@ class FailoverExecutor:
         """The plan ``request`` would run now; changes nothing. Raises
         :class:`FailoverRefused` (a :class:`ValueError`) saying why it must not start."""
         app = self.application(request.app)
-        return plan_failover(
-            request, self._situation(app, request), "dry-run", self._catch_up_timeout_s
-        )
+        situation = self._situation(app, request)
+        plan = plan_failover(request, situation, "dry-run", self._catch_up_timeout_s)
+        check_request(request, plan, situation.active)
+        return plan
 
     def _situation(
         self, app: Application, request: FailoverRequest, me: str | None = None
@@ -369,27 +407,35 @@ class FailoverExecutor:
         API) learns the failover's id without waiting for its end."""
         created = on_created or (lambda _record: None)
         app = self.application(request.app)
+        request_key = None
         if request.request_id:
-            earlier = self._store.get(naming.failover_request_key(self._ns, request.request_id))
+            # Validated here too: an id becomes part of a key (``..`` would reach another
+            # application's keys), whoever passes it in.
+            request_key = naming.failover_request_key(self._ns, app.name, request.request_id)
+            earlier = self._store.get(request_key)
             if earlier is not None:
-                self.event(f"request {request.request_id} is failover {earlier.value}")
-                record = self.record(earlier.value)
+                failover_id = self._same_request(app, request, earlier.value)
+                self.event(f"request {request.request_id} is failover {failover_id}")
+                record = self.record(failover_id)
                 created(record)
-                return record if record.finished else self.resume(earlier.value)
+                return record if record.finished else self.resume(failover_id)
         now = self._clock.time_ms()
         failover_id = new_failover_id(now)
         lock = self.lock(app, failover_id, wait=False)
         try:
             situation = self._situation(app, request, me=failover_id)
             plan = plan_failover(request, situation, failover_id, self._catch_up_timeout_s)
+            check_request(request, plan, situation.active)
+            if plan.kind is FailoverKind.PLANNED:
+                self._refuse_untranslatable(app, plan)
             record = FailoverRecord(plan, created_ms=now)
             ops: list[WriteOp] = [
                 Put(naming.failover_record_key(self._ns, failover_id), encode_record(record), 0),
                 Put(naming.app_failover_key(self._ns, app.name), failover_id),
             ]
-            if request.request_id:
-                key = naming.failover_request_key(self._ns, request.request_id)
-                ops.append(Put(key, failover_id, 0))
+            if request_key is not None:
+                asked = {"failover_id": failover_id, "request": request_fingerprint(request)}
+                ops.append(Put(request_key, json.dumps(asked, separators=(",", ":")), 0))
             self._store.write(ops, lock=lock)
             self.event(
                 f"failover {failover_id}: {plan.kind.value} failover of {app.name} from "
@@ -399,6 +445,27 @@ class FailoverExecutor:
             return self._run(app, record, lock)
         finally:
             lock.release()
+
+    def _same_request(self, app: Application, request: FailoverRequest, stored: str) -> str:
+        """The failover that ``request``'s id started, if it was this same request; raises
+        :class:`RequestMismatch` if the id was used for another request of the application."""
+        try:
+            earlier = json.loads(stored)
+        except json.JSONDecodeError:
+            earlier = None
+        if not isinstance(earlier, dict) or not isinstance(earlier.get("failover_id"), str):
+            raise FailoverError(
+                f"request id {request.request_id} of application {app.name}: its key holds "
+                f"{stored!r}, not a failover this build wrote"
+            )
+        failover_id: str = earlier["failover_id"]
+        if earlier.get("request") != request_fingerprint(request):
+            raise RequestMismatch(
+                f"request id {request.request_id} of application {app.name} started failover "
+                f"{failover_id}, a different request than this one (to {request.to}, force "
+                f"{request.force}); a new request needs a new id"
+            )
+        return failover_id
 
     def resume(self, failover_id: str, wait_s: float | None = None) -> FailoverRecord:
         """Carry a failover whose executor stopped on to its end (or roll it back). Waits up to
@@ -410,6 +477,11 @@ class FailoverExecutor:
         lock = self.lock(app, failover_id, wait=True, wait_s=wait_s)
         try:
             record = self.record(failover_id)  # it may have moved on before we got the lock
+            if record.done(StepName.DEACTIVATE):
+                # The record says none was written, so it was committed before this read
+                # returned: a lease wait counted from now is never too short, whatever this
+                # executor (or the host that deactivated) saw.
+                self._none_since.setdefault(failover_id, self._clock.monotonic())
             self.event(f"failover {failover_id}: resumed at {_next_name(record)}")
             return self._run(app, record, lock)
         finally:
@@ -466,7 +538,11 @@ class FailoverExecutor:
             try:
                 record = self._record(record, step, result, lock)
             except ConflictError as err:
-                # The active key changed under the step: record the failure instead.
+                # The active key changed under the step: record the failure instead. (A write
+                # of this failover's that timed out cannot be what changed it: that
+                # transaction checks this lock's session, which is released before anyone
+                # retries; it commits before the release, and the retry's read finds it, or
+                # never.)
                 record = self._record(record, step, _StepResult(Outcome.FAILED, str(err)), lock)
             took = self._clock.monotonic() - started
             self.event(
@@ -485,6 +561,7 @@ class FailoverExecutor:
                 self._clock.sleep(_POLL_S * retries)
             else:
                 retries = 0
+        self._none_since.pop(record.plan.failover_id, None)
         self.event(f"failover {record.plan.failover_id}: {record.state.value}")
         return record
 
@@ -499,6 +576,11 @@ class FailoverExecutor:
         key = naming.failover_record_key(self._ns, record.plan.failover_id)
         ops = [*result.ops, Put(key, encode_record(updated))]
         self._store.write(ops if result.outcome is Outcome.OK else ops[-1:], lock=lock)
+        if step.name is StepName.DEACTIVATE and result.outcome is Outcome.OK:
+            # Acknowledged: none (written now, or earlier by this failover and found by the
+            # step's read) is committed. The lease wait counts from here, never from the
+            # time stamped while the write was built, which may be long before it committed.
+            self._none_since[record.plan.failover_id] = self._clock.monotonic()
         return updated
 
     def save(self, record: FailoverRecord, lock: Lock) -> None:
@@ -529,9 +611,14 @@ class FailoverExecutor:
         plan = record.plan
         key = naming.app_active_key(self._ns, app.name)
         entry = self._store.get(key)
-        current = decode_active(None if entry is None else entry.value, app.preferred)
+        raw = None if entry is None else entry.value
+        current = decode_active(raw, app.preferred, _configured_lease_ms(app))
         if current.failover_id == plan.failover_id and current.cluster == to:
-            return _StepResult(Outcome.OK, "already written by this failover")
+            return _StepResult(
+                Outcome.OK,
+                f"already written by this failover (epoch {current.epoch})",
+                found={"epoch": max(record.epoch, current.epoch)},
+            )
         if to is None and current.cluster != plan.from_cluster:
             return _StepResult(
                 Outcome.FAILED,
@@ -546,24 +633,52 @@ class FailoverExecutor:
                 f"application {app.name} was switched to {current.cluster} by failover "
                 f"{current.failover_id} meanwhile",
             )
-        lease_ms = max(current.lease_ms, int(app.lease_s * 1000))
-        new = switch(current, to, plan.failover_id, self._clock.time_ms(), lease_ms)
+        # None covers what clients of the old value may hold; a cluster gets the configured
+        # lease (a shorter one is safe: the old, longer leases have run out by then).
+        configured = _configured_lease_ms(app)
+        lease_ms = max(current.lease_ms, configured) if to is None else configured
+        # The records keep every epoch the application had: a value written by hand (or a
+        # deleted key) cannot take the epoch back.
+        floor = highest_epoch(self.records(), app.name)
+        new = switch(current, to, plan.failover_id, self._clock.time_ms(), lease_ms, floor)
         put = Put(key, new.encode(), 0 if entry is None else entry.index)
-        return _StepResult(Outcome.OK, f"active: {to or 'none'} (epoch {new.epoch})", (put,))
+        return _StepResult(
+            Outcome.OK,
+            f"active: {to or 'none'} (epoch {new.epoch})",
+            (put,),
+            found={"epoch": max(record.epoch, new.epoch)},
+        )
 
     def _wait_lease(self, app: Application, record: FailoverRecord, lock: Lock) -> _StepResult:
+        """Wait until every client that read the old cluster has stopped: the lease (with the
+        margins of :func:`failover.active.lease_wait_s`) from the acknowledgement of none, on
+        this executor's monotonic clock. No wall-clock time enters: a wall clock that steps,
+        or another host's clock, would shorten the wait by its error."""
+        failover_id = record.plan.failover_id
         current = self.active(app)
-        if current.cluster is not None or current.failover_id != record.plan.failover_id:
+        if current.cluster is not None or current.failover_id != failover_id:
             return _StepResult(
                 Outcome.FAILED,
                 f"the active key changed meanwhile: {current.cluster or 'none'} by "
                 f"{current.failover_id}",
             )
-        until_ms = current.at_ms + int(lease_wait_s(current.lease_ms / 1000) * 1000)
-        while (left := until_ms - self._clock.time_ms()) > 0:
+        acknowledged = self._none_since.get(failover_id)
+        # Not seen by this executor: the read above found none committed, so now is later.
+        since = self._clock.monotonic() if acknowledged is None else acknowledged
+        wait_s = lease_wait_s(current.lease_ms / 1000)
+        until = since + wait_s
+        while (left := until - self._clock.monotonic()) > 0:
             lock.ensure_held()
-            self._clock.sleep(min(_POLL_S, left / 1000))
-        return _StepResult(Outcome.OK, f"lease of {current.lease_ms / 1000:g}s waited out")
+            self._clock.sleep(min(_POLL_S, left))
+        origin = (
+            "the acknowledged write of none"
+            if acknowledged is not None
+            else "when this executor found none written"
+        )
+        return _StepResult(
+            Outcome.OK,
+            f"lease of {current.lease_ms / 1000:g}s waited out ({wait_s:.2f}s from {origin})",
+        )
 
     def _wait_caught_up(
         self, app: Application, record: FailoverRecord, step: Step, lock: Lock
@@ -580,16 +695,23 @@ class FailoverExecutor:
             if not lags:
                 return _StepResult(Outcome.OK, "every group translates exactly, nothing lags")
             if self._clock.monotonic() >= deadline:
-                shown = "; ".join(lags[:10]) + (
-                    f"; {len(lags) - 10} more" if len(lags) > 10 else ""
-                )
                 return _StepResult(
-                    Outcome.FAILED, f"not caught up within {timeout_s:.0f}s: {shown}"
+                    Outcome.FAILED, f"not caught up within {timeout_s:.0f}s: {_shown(lags)}"
                 )
             self._clock.sleep(_POLL_S)
 
     def _lags(self, app: Application, plan: FailoverPlan) -> list[str]:
+        """What keeps the groups from moving exactly now: members still on the old cluster
+        (they may commit there after their positions were set on the new one, and those commits
+        would be lost), partitions not replicated or not translated exactly."""
         lags = []
+        for group in app.groups:
+            members = self._clusters.group_members(plan.from_cluster, group)
+            if members:
+                lags.append(
+                    f"group {group} has {len(members)} member(s) on {plan.from_cluster}: "
+                    + ", ".join(str(m) for m in members)
+                )
         for group in app.groups:
             translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
             if translation is None:
@@ -609,6 +731,33 @@ class FailoverExecutor:
                 if self._of_app(app, plan, u.topic)
             )
         return lags
+
+    def _refuse_untranslatable(self, app: Application, plan: FailoverPlan) -> None:
+        """Raise :class:`FailoverRefused` naming every partition of the application's groups
+        whose translation no wait can make exact (:data:`_WAITING_CANNOT_FIX`, or no flow
+        copies its topic): a planned failover would otherwise deactivate the application, wait
+        the whole catch-up timeout for it, and roll back."""
+        problems: list[str] = []
+        for group in app.groups:
+            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+            if translation is None:
+                continue
+            problems.extend(
+                f"group {group} {p.source_topic}-{p.partition} at {p.source_offset}: {p.reason}"
+                for p in translation.partitions
+                if p.reason in _WAITING_CANNOT_FIX and self._of_app(app, plan, p.source_topic)
+            )
+            problems.extend(
+                f"group {group} {u.topic}: no route ({u.reason})"
+                for u in translation.unrouted
+                if self._of_app(app, plan, u.topic)
+            )
+        if problems:
+            raise FailoverRefused(
+                f"a planned failover of application {app.name} from {plan.from_cluster} to "
+                f"{plan.to_cluster} cannot become exact by waiting, so it did not start: "
+                f"{_shown(problems)}"
+            )
 
     def _of_app(self, app: Application, plan: FailoverPlan, topic: str) -> bool:
         """Is ``topic`` (a name on the old cluster) one of the application's topics, or a copy
@@ -786,7 +935,7 @@ class FailoverExecutor:
             return result
         if plan.kind is FailoverKind.PLANNED:
             cutoffs = self._cutoffs(app, plan)
-            found: dict[str, object] = {"cutoffs": cutoffs}
+            found: dict[str, object] = {**result.found, "cutoffs": cutoffs}
         else:
             # Unplanned: the new cluster's ends, what crossed, and the short look at the old
             # cluster are read at once (the application waits for this step).
@@ -794,14 +943,17 @@ class FailoverExecutor:
                 reading = pool.submit(self._cutoffs, app, plan)
                 look = (
                     pool.submit(
-                        self._clusters.reachable, plan.from_cluster, timeout_s=_QUICK_PROBE_S
+                        self._clusters.reachable,
+                        plan.from_cluster,
+                        timeout_s=_QUICK_PROBE_S,
+                        tries=1,
                     )
                     if self._look_at_lost_cluster
                     else None
                 )
                 unreplicated = self._unreplicated(app, plan, look)
                 cutoffs = reading.result()
-            found = {"cutoffs": cutoffs, "unreplicated": tuple(unreplicated)}
+            found = {**result.found, "cutoffs": cutoffs, "unreplicated": tuple(unreplicated)}
         flow_ops, notes = self._switch_flows(app, plan, cutoffs)
         detail = "; ".join([result.detail, *notes]) if result.detail else "; ".join(notes)
         return replace(result, ops=(*result.ops, *flow_ops), detail=detail, found=found)
@@ -889,6 +1041,17 @@ class FailoverExecutor:
     def event(self, message: str) -> None:
         log.info("%s", message)
         self._on_event(message)
+
+
+def _configured_lease_ms(app: Application) -> int:
+    """The lease the topology gives the application's clients (also what an absent key
+    carries)."""
+    return int(app.lease_s * 1000)
+
+
+def _shown(problems: Sequence[str]) -> str:
+    more = len(problems) - _SHOWN
+    return "; ".join(problems[:_SHOWN]) + (f"; {more} more" if more > 0 else "")
 
 
 def _holder_id(value: str) -> str | None:

@@ -17,8 +17,10 @@ from failover.active import (
 from failover.errors import ActiveFormatError, SwitchError
 
 
-def test_an_absent_key_means_the_preferred_cluster_at_epoch_zero() -> None:
-    assert decode_active(None, "east") == ActiveDocument("east", 0)
+def test_an_absent_key_means_the_preferred_cluster_at_epoch_zero_under_the_given_lease() -> None:
+    assert decode_active(None, "east") == ActiveDocument("east", 0, versioned=False)
+    absent = decode_active(None, "east", lease_ms=2_000)
+    assert (absent.cluster, absent.epoch, absent.lease_ms) == ("east", 0, 2_000)
 
 
 @pytest.mark.parametrize(
@@ -26,7 +28,7 @@ def test_an_absent_key_means_the_preferred_cluster_at_epoch_zero() -> None:
     [("west", "west"), (' "west" ', "west"), ("none", None), ("", None), ("null", None)],
 )
 def test_plain_values_written_by_hand_still_read(raw: str, cluster: str | None) -> None:
-    assert decode_active(raw, "east") == ActiveDocument(cluster, 0)
+    assert decode_active(raw, "east") == ActiveDocument(cluster, 0, versioned=False)
 
 
 def test_a_document_round_trips() -> None:

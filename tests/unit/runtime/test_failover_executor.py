@@ -117,7 +117,7 @@ def test_a_planned_failover_switches_through_none_after_the_lease(
     steps = [e.step.value for e in record.events]
     assert steps == ["deactivate", "wait-lease", "wait-caught-up", "set-offsets", "activate"]
     deactivated, activated = record.events[0].at_ms, record.events[-1].at_ms
-    assert activated - deactivated >= lease_wait_s(3) * 1000
+    assert activated - deactivated >= round(lease_wait_s(3) * 1000)  # stamps are whole ms
     active = _active(store)
     assert (active.cluster, active.epoch, active.failover_id) == (
         "west",
@@ -273,7 +273,7 @@ def test_an_unplanned_failover_uses_checkpoints_and_reports_what_did_not_cross(
         CheckpointKey("other", REMOTE, 0): Checkpoint(TOPIC, 1, 1, "exact"),
     }
     clusters.replicated_map[("east", "west")] = {(TOPIC, 0): 50, (TOPIC, 1): 60}
-    record = _executor(store, clusters, clock).start(FailoverRequest("app", "west"))
+    record = _executor(store, clusters, clock).start(FailoverRequest("app", "west", force=True))
     assert record.state is FailoverState.COMPLETED
     assert record.plan.kind is FailoverKind.UNPLANNED
     assert [e.step.value for e in record.events] == [
@@ -297,7 +297,9 @@ def test_an_unknown_translation_follows_the_application_policy(
     clusters.checkpoint_map[("east", "west")] = {
         CheckpointKey("g1", REMOTE, 0): Checkpoint(TOPIC, 10, None, "ahead-of-syncs", pending=3),
     }
-    refused = _executor(store, clusters, clock, "refuse").start(FailoverRequest("app", "west"))
+    refused = _executor(store, clusters, clock, "refuse").start(
+        FailoverRequest("app", "west", force=True)
+    )
     assert refused.state is FailoverState.ROLLED_BACK
     assert "east.orders" in next(e for e in refused.events if e.outcome.value == "failed").detail
     clock.sleep(60)
@@ -410,7 +412,8 @@ def _lost_east(
         CheckpointKey("g1", REMOTE, 0): Checkpoint(TOPIC, 50, 150, "exact"),
     }
     clusters.replicated_map[("east", "west")] = {(TOPIC, 0): 50, (TOPIC, 1): 60}
-    assert executor.start(FailoverRequest("app", "west")).state is FailoverState.COMPLETED
+    forced = FailoverRequest("app", "west", force=True)
+    assert executor.start(forced).state is FailoverState.COMPLETED
     clusters.ends["east"] = {(TOPIC, 0): 58, (TOPIC, 1): 60}
     clusters.ends["west"] = {(TOPIC, 0): 7, (TOPIC, 1): 3, (REMOTE, 0): 150, (REMOTE, 1): 160}
     return executor

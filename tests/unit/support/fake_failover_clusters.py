@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from drsvc.adapters.kafka_admin import PartitionError
 from drsvc.errors import KafkaUnavailableError
+from drsvc.runtime.failover.clusters import GroupMember
 from drsvc.runtime.translation.group_translation import GroupTranslation, PartitionTranslation
 from failover.checkpoints import Checkpoint, CheckpointKey
 from failover.site_recovery import DivergentRange, PartitionOffset
@@ -35,6 +36,10 @@ class FakeFailoverClusters:
     #: maps yet (a worker lost the partition before writing its sync)
     unsynced_map: dict[tuple[str, str], dict[Partition, int]] = field(default_factory=dict)
     members: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (cluster, group) -> its members by name (a group here counts them as live members too)
+    member_list: dict[tuple[str, str], list[GroupMember]] = field(default_factory=dict)
+    #: every reachability probe: (cluster, tries)
+    probes: list[tuple[str, int]] = field(default_factory=list)
     #: (cluster, group) -> committed offsets, as the executor left them
     committed: dict[tuple[str, str], dict[Partition, int]] = field(default_factory=dict)
     #: every commit in order: (cluster, group, partition, offset)
@@ -50,7 +55,8 @@ class FakeFailoverClusters:
         if alias in self.down:
             raise KafkaUnavailableError(f"cluster '{alias}' is down")
 
-    def reachable(self, alias: str, timeout_s: float | None = None) -> bool:
+    def reachable(self, alias: str, timeout_s: float | None = None, *, tries: int = 3) -> bool:
+        self.probes.append((alias, tries))
         return alias not in self.down
 
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
@@ -94,13 +100,20 @@ class FakeFailoverClusters:
 
     def live_members(self, alias: str, group: str) -> int:
         self._up(alias)
-        return self.members.get((alias, group), 0)
+        return len(self.group_members(alias, group))
+
+    def group_members(self, alias: str, group: str) -> list[GroupMember]:
+        self._up(alias)
+        if (alias, group) in self.member_list:
+            return list(self.member_list[(alias, group)])
+        count = self.members.get((alias, group), 0)
+        return [GroupMember(f"{group}-member-{i}", "app", "/10.0.0.1") for i in range(count)]
 
     def set_offsets(
         self, alias: str, group: str, offsets: Mapping[Partition, int]
     ) -> dict[Partition, PartitionError | None]:
         self._up(alias)
-        if self.members.get((alias, group), 0):
+        if self.group_members(alias, group):
             refusal = PartitionError("UNKNOWN_MEMBER_ID", "the group has members")
             return dict.fromkeys(offsets, refusal)
         for tp, offset in offsets.items():
