@@ -170,6 +170,10 @@ class ActiveCluster:
         """The cluster to use now, or None: stop producing and consuming."""
         return self.state().cluster
 
+    def now(self) -> float:
+        """The time on the clock its leases are measured by (monotonic seconds)."""
+        return self._clock()
+
     @property
     def wait_s(self) -> float:
         """How long a blocking query of the key waits for a change now."""

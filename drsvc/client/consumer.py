@@ -2,14 +2,36 @@
 
 ``FailoverConsumer(app, topology, config)`` reads the application's logical topics on whichever
 cluster is active: subscribing to ``orders`` reads the local ``orders`` and every remote copy of it
-there (``east.orders`` ...), copies created later included. On a switch (the key says none, or the
-lease lapsed) it commits what the application processed (every message returned before the call
-that notices the switch), leaves the group and waits; when a cluster is active again it joins the
-group there, where the failover set the group's offsets.
+there (``east.orders`` ...), copies created later included. When a cluster is active again after a
+switch it joins the group there, where the failover set the group's offsets.
 
 Across a switch, a key's older records lie in a remote copy (``east.orders`` on west) and its
 newer ones in the local topic: each local partition is held paused until the group has read the
 remote copies' same partitions up to the failover's cut-off, so per-key order holds.
+
+Leaving a cluster. The consumer follows the application's active cluster on its own, not only
+inside ``poll``/``consume``: when the key says none or names another cluster, or when the lease
+of the last answer naming its cluster ends, it stops handing out records, commits what the
+application processed (if the lease still allows) and closes its membership there, so the
+group has no member left on the old cluster for the failover to wait for. Nothing is committed
+to a cluster later than half a second before that lease ends: :meth:`FailoverConsumer.commit`
+raises :class:`NoActiveClusterError` instead, and automatic commits (``enable.auto.commit``, on
+by default) are made by this class, within the lease, not by librdkafka in the background, which
+would go on committing to the old cluster after a switch.
+
+"Processed" means returned by an earlier ``poll``/``consume`` call (or passed to ``commit``):
+the messages of the last call may still be in the application's hands when the switch is noticed
+on another thread, so they are not committed then and are read again on the new cluster. With
+``enable.auto.offset.store`` (on by default) this class stores each call's offsets at the next
+call, or at ``commit()``.
+
+Threads. confluent-kafka's consumer is not to be used from two threads at once. Every call into
+it is made under one lock; ``consume`` holds it for slices of at most 0.2 s, so a switch is acted
+on within one slice. The follower's notifier thread never waits for that lock (it tells other
+clients too): it acts when the lock is free and otherwise leaves the change to the application's
+thread, which sees it at the end of its slice, or to a helper thread that waits for the lock. A
+consumer being left is handed to a thread of its own, which commits and closes it: nothing else
+touches it then.
 
 Rules for the application: process each message before the next ``poll``/``consume`` call and
 commit with ``commit()`` (or automatic commits) rather than with a message kept from before a
@@ -52,6 +74,10 @@ _SLICE_S = 0.2
 _GATE_CHECK_S = 0.5
 #: how long close() waits for the commit and leave of a cluster it stopped reading
 _LEAVE_WAIT_S = 30.0
+#: no commit is sent to a cluster later than this before the lease of the answer naming it ends
+_LEASE_MARGIN_S = 0.5
+#: librdkafka's default interval of automatic commits
+_AUTO_COMMIT_INTERVAL_MS = 5000
 #: how often a topology file is looked at for changes (a source added to an aggregate cluster)
 _TOPOLOGY_CHECK_S = 2.0
 
@@ -80,13 +106,29 @@ class FailoverConsumer:
         self._topology_file = None if isinstance(topology, Topology) else Path(topology)
         self._topology_stamp = _stamp(self._topology_file)
         self._next_topology_check = time.monotonic() + _TOPOLOGY_CHECK_S
+        # Lease ends are measured on the follower's clock: so is every deadline here.
+        self._clock = self._active.now
+        self._auto_commit = _flag(config.get("enable.auto.commit", True))
+        self._auto_store = _flag(config.get("enable.auto.offset.store", True))
+        interval_ms = int(config.get("auto.commit.interval.ms", _AUTO_COMMIT_INTERVAL_MS))
+        self._commit_interval_s = interval_ms / 1000
+        self._next_auto_commit = 0.0
         # Remote copies created while running are found through the pattern subscription at
-        # the next metadata refresh: keep it short unless the application chose.
-        self._config = {"topic.metadata.refresh.interval.ms": 5000, **config}
+        # the next metadata refresh: keep it short unless the application chose. Commits and
+        # offset stores are this class's (within the lease, and only of processed messages).
+        underlying = {k: v for k, v in config.items() if k != "auto.commit.interval.ms"}
+        self._config = {
+            "topic.metadata.refresh.interval.ms": 5000,
+            **underlying,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
         self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
         self._lock = threading.RLock()
         self._consumer: Consumer | None = None
         self._joined: tuple[str, int] | None = None
+        #: the messages the last consume call returned, whose offsets are not stored yet
+        self._returned: list[Message] = []
         self._names: list[str] = []
         self._logical: list[LogicalTopic] = []
         self._callbacks: dict[str, RebalanceCallback | None] = {}
@@ -95,6 +137,7 @@ class FailoverConsumer:
         self._next_gate_check = 0.0
         self._closed = False
         self._leaving: list[threading.Thread] = []
+        self._unsubscribe = self._active.subscribe(self._on_change)
         self._active.start()
 
     # ------------------------------------------------------------------ what it reads
@@ -166,6 +209,9 @@ class FailoverConsumer:
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
         deadline = None if timeout < 0 else time.monotonic() + timeout
+        with self._lock:
+            # Calling again says the messages of the last call were processed.
+            self._store_returned()
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             with self._lock:
@@ -175,9 +221,11 @@ class FailoverConsumer:
                 if consumer is not None:
                     self._follow_topology(consumer)
                     self._release_drained(consumer)
+                    self._auto_commit_due(consumer)
                     slice_s = _SLICE_S if left is None else max(0.0, min(left, _SLICE_S))
                     messages: list[Message] = consumer.consume(num_messages, slice_s)
                     if messages:
+                        self._returned = messages
                         return messages
             if consumer is None:
                 pause_s = _SLICE_S if left is None else max(0.0, min(left, _SLICE_S))
@@ -188,35 +236,51 @@ class FailoverConsumer:
             if left is not None and left <= 0:
                 return []
 
+    def store_offsets(
+        self, message: Message | None = None, offsets: list[TopicPartition] | None = None
+    ) -> None:
+        """Mark ``message`` (or ``offsets``) processed, for the next commit (with
+        ``enable.auto.offset.store`` off)."""
+        with self._lock:
+            consumer = self._usable("store offsets")
+            if message is not None:
+                consumer.store_offsets(message=message)
+            else:
+                consumer.store_offsets(offsets=offsets)
+
     def commit(
         self,
         message: Message | None = None,
         offsets: list[TopicPartition] | None = None,
         asynchronous: bool = True,
     ) -> list[TopicPartition] | None:
-        """Commit on the active cluster (the stored offsets, or ``message``/``offsets`` read
-        since the last switch). Raises :class:`NoActiveClusterError` while none is joined."""
+        """Commit on the active cluster (what was processed, or ``message``/``offsets`` read
+        since the last switch). Raises :class:`NoActiveClusterError` when no cluster is joined,
+        or when the lease of the answer naming the joined one ends within half a second:
+        nothing is committed to a cluster after the failover may have set the group's offsets
+        elsewhere."""
         with self._lock:
-            if self._consumer is None:
-                raise NoActiveClusterError(
-                    f"application '{self._app.name}' has no active cluster to commit to; what "
-                    "was processed before the switch was committed then"
-                )
+            consumer = self._usable("commit")
             kwargs: dict[str, Any] = {"asynchronous": asynchronous}
             if message is not None:
                 kwargs["message"] = message
             if offsets is not None:
                 kwargs["offsets"] = offsets
-            result: list[TopicPartition] | None = self._consumer.commit(**kwargs)
+            if message is None and offsets is None:
+                self._store_returned()
+            result: list[TopicPartition] | None = consumer.commit(**kwargs)
             return result
 
     def close(self) -> None:
-        """Commit what was processed, leave the group, stop following the application."""
+        """Commit what was processed (within the lease), leave the group, stop following the
+        application."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._store_returned()  # closing says the last messages were processed too
             self._leave("closing")
+        self._unsubscribe()
         for leaving in self._leaving:
             leaving.join(_LEAVE_WAIT_S)
         if self._owns_active:
@@ -231,22 +295,102 @@ class FailoverConsumer:
     # ------------------------------------------------------------------ following the switch
 
     def _ensure(self) -> Consumer | None:
-        state = self._active.state()
+        state = self._follow()
         wanted = None if state.cluster is None else (state.cluster, state.epoch)
-        if self._joined is not None and self._joined != wanted:
-            self._leave(state.reason if state.cluster is None else f"now active: {state.cluster}")
         if wanted is None or not self._names:
             return self._consumer
         if self._consumer is None:
             self._join(state)
         return self._consumer
 
+    def _follow(self) -> ActiveState:
+        """Leave the joined cluster if the state no longer names it (under the lock)."""
+        state = self._active.state()
+        wanted = None if state.cluster is None else (state.cluster, state.epoch)
+        if self._joined is not None and self._joined != wanted:
+            self._leave(state.reason if state.cluster is None else f"now active: {state.cluster}")
+        return state
+
+    def _on_change(self, state: ActiveState) -> None:
+        """From the follower's notifier: leave the old cluster now, not at the next consume.
+        Never waits for the lock (the notifier tells the application's other clients too)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if not self._closed:
+                    self._follow()
+            finally:
+                self._lock.release()
+            return
+        # The application's thread is inside a call: it sees the change at the end of its
+        # consume slice; should it have left for a long time, this thread acts once it can.
+        threading.Thread(
+            target=self._follow_when_free, name=f"drsvc-follow-{self._app.name}", daemon=True
+        ).start()
+
+    def _follow_when_free(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._follow()
+
+    def _commit_deadline(self) -> float:
+        """The last moment a commit may be sent to the joined cluster (0: none joined)."""
+        if self._joined is None:
+            return 0.0
+        return self._active.lease_end_s(*self._joined) - _LEASE_MARGIN_S
+
+    def _usable(self, what: str) -> Consumer:
+        """The joined consumer, if ``what`` may still reach its cluster (under the lock)."""
+        self._follow()
+        consumer = self._consumer
+        if consumer is None or self._joined is None:
+            raise NoActiveClusterError(
+                f"application '{self._app.name}' has no active cluster to {what} to; what "
+                "was processed before the switch was committed then"
+            )
+        left = self._commit_deadline() - self._clock()
+        if left <= 0:
+            raise NoActiveClusterError(
+                f"application '{self._app.name}': the lease on {self._joined[0]} (epoch "
+                f"{self._joined[1]}) ends in {left + _LEASE_MARGIN_S:.2f} s; a {what} now could "
+                "reach it after a failover set the group's offsets elsewhere"
+            )
+        return consumer
+
+    def _store_returned(self) -> None:
+        """Store the offsets of the messages the last consume call returned (processed now)."""
+        returned, self._returned = self._returned, []
+        consumer = self._consumer
+        if not self._auto_store or not returned or consumer is None:
+            return
+        ends: dict[Partition, int] = {}
+        for message in returned:
+            if message.error() is None:
+                key = (message.topic() or "", message.partition() or 0)
+                ends[key] = max(ends.get(key, 0), (message.offset() or 0) + 1)
+        if not ends:
+            return
+        try:
+            consumer.store_offsets(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()])
+        except KafkaException as err:
+            # A partition revoked since: its new owner reads it from the last commit.
+            log.debug("application %s: storing offsets: %s", self._app.name, err)
+
+    def _auto_commit_due(self, consumer: Consumer) -> None:
+        """librdkafka's automatic commit, made here: only within the lease."""
+        now = self._clock()
+        if not self._auto_commit or now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self._commit_interval_s
+        if now < self._commit_deadline():
+            _commit_quietly(consumer, self._app.name, asynchronous=True)
+
     def _join(self, state: ActiveState) -> None:
         assert state.cluster is not None and state.document is not None
         cluster = state.cluster
         known_cluster(self._app, cluster)
         try:
-            cutoffs = self._app.cutoffs(self._active.coordinator, state.document.failover_id)
+            # Not the watch thread's coordinator: one HTTP session serves one thread.
+            cutoffs = self._app.cutoffs(self._active.reader(), state.document.failover_id)
         except CoordinatorUnavailableError as err:
             log.warning("application %s: cannot read the failover's cut-offs yet: %s",
                         self._app.name, err)  # fmt: skip
@@ -254,8 +398,10 @@ class FailoverConsumer:
         consumer = Consumer(self._app.client_config(cluster, self._config))
         self._cutoffs = cutoffs
         self._held = {}
+        self._returned = []
         self._consumer = consumer
         self._joined = (cluster, state.epoch)
+        self._next_auto_commit = self._clock() + self._commit_interval_s
         self._subscribe(consumer, cluster)
         log.info("application %s: consuming on %s (epoch %d)", self._app.name, cluster,
                  state.epoch)  # fmt: skip
@@ -270,31 +416,36 @@ class FailoverConsumer:
         )
 
     def _leave(self, why: str) -> None:
+        commit_until = self._commit_deadline()
         consumer, self._consumer = self._consumer, None
         joined, self._joined = self._joined, None
         self._held = {}
+        self._returned = []  # maybe still in the application's hands: read again elsewhere
         if consumer is None:
             return
         # Committing and leaving the group wait for the old cluster's coordinator: for as long
         # as librdkafka's timeouts when that cluster is gone. So they run on their own thread and
         # the new cluster is joined meanwhile. (A planned switch leaves a lease between none and
-        # the new cluster, and its executor waits for this commit.)
+        # the new cluster, and its executor waits for the group to leave the old cluster.)
         leaving = threading.Thread(
             target=self._commit_and_close,
-            args=(consumer, joined[0] if joined else "?", why),
+            args=(consumer, joined[0] if joined else "?", why, commit_until),
             name=f"drsvc-leave-{self._app.name}",
             daemon=True,
         )
         self._leaving = [t for t in self._leaving if t.is_alive()] + [leaving]
         leaving.start()
 
-    def _commit_and_close(self, consumer: Consumer, cluster: str, why: str) -> None:
-        try:
-            consumer.commit(asynchronous=False)
-        except KafkaException as err:
-            if err.args[0].code() != KafkaError._NO_OFFSET:
-                log.warning("application %s: committing on %s before leaving: %s",
-                            self._app.name, cluster, err)  # fmt: skip
+    def _commit_and_close(
+        self, consumer: Consumer, cluster: str, why: str, commit_until: float
+    ) -> None:
+        if self._clock() < commit_until:
+            _commit_quietly(consumer, self._app.name, asynchronous=False)
+        else:
+            log.warning("application %s: the lease on %s has ended; leaving it without a last "
+                        "commit (what was processed since the last one is read again)",
+                        self._app.name, cluster)  # fmt: skip
+        # Auto-commit is off underneath: closing commits nothing more, it only leaves the group.
         consumer.close()
         log.info("application %s: stopped consuming on %s (%s)", self._app.name, cluster, why)
 
@@ -323,6 +474,13 @@ class FailoverConsumer:
             self._next_gate_check = 0.0
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if (
+            self._auto_commit
+            and consumer is self._consumer
+            and self._clock() < self._commit_deadline()
+        ):
+            # What librdkafka's automatic commit does before a partition is handed over.
+            _commit_quietly(consumer, self._app.name, asynchronous=False)
         self._forget(consumer, partitions, "revoke")
         if self._cooperative:
             consumer.incremental_unassign(partitions)
@@ -396,6 +554,25 @@ class FailoverConsumer:
                 del self._held[local]
             log.info("application %s: reading %s after the remote copies' cut-off",
                      self._app.name, ", ".join(f"{t}-{p}" for t, p in released))  # fmt: skip
+
+
+def _commit_quietly(consumer: Consumer, app: str, *, asynchronous: bool) -> None:
+    """Commit the stored offsets; having nothing new to commit is no error."""
+    try:
+        if asynchronous:
+            consumer.commit(asynchronous=True)
+        else:
+            consumer.commit(asynchronous=False)
+    except KafkaException as err:
+        if err.args[0].code() != KafkaError._NO_OFFSET:
+            log.warning("application %s: committing: %s", app, err)
+
+
+def _flag(value: object) -> bool:
+    """A librdkafka boolean setting, given as a bool or as its text."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
 
 
 def _stamp(path: Path | None) -> tuple[int, int] | None:

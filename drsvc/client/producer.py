@@ -65,14 +65,15 @@ class FailoverProducer:
         *,
         consul: str | None = None,
         active: ActiveCluster | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._owns_active = active is None
         self._active = active if active is not None else ActiveCluster(app, topology, consul=consul)
         self._app = self._active.application
         self._app.client_config(self._app.application.preferred, config)  # refuses servers early
         self._config = dict(config)
-        self._clock = clock
+        # Lease ends are measured on the follower's clock (the default): budgets must be too.
+        self._clock = clock if clock is not None else self._active.now
         self._lock = threading.RLock()
         self._producer: Producer | None = None
         self._joined: tuple[str, int] | None = None

@@ -35,10 +35,17 @@ applications:
 
 
 def write(
-    store: MemoryCoordinator, cluster: str | None, epoch: int, lease_ms: int = 15_000
+    store: MemoryCoordinator,
+    cluster: str | None,
+    epoch: int,
+    lease_ms: int = 15_000,
+    *,
+    by_failover: bool = True,
 ) -> None:
-    """What the executor writes (a versioned document)."""
-    store.put(KEY, ActiveDocument(cluster, epoch, f"f-{epoch}", 0, lease_ms=lease_ms).encode())
+    """What the executor writes (a versioned document); ``by_failover`` False: a document that
+    names no failover (so a consumer reads no failover record's cut-offs)."""
+    failover_id = f"f-{epoch}" if by_failover else None
+    store.put(KEY, ActiveDocument(cluster, epoch, failover_id, 0, lease_ms=lease_ms).encode())
 
 
 class Unstarted(ActiveCluster):
@@ -101,3 +108,84 @@ class Traffic:
     def delivering_until(self, cluster: str) -> float:
         """When the last flush to ``cluster`` ended (0: none)."""
         return max((end for c, _, end in self.flushing if c == cluster), default=0.0)
+
+
+@dataclass
+class FakeMessage:
+    """A record as confluent-kafka's consumer returns it."""
+
+    _topic: str
+    _partition: int
+    _offset: int
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def error(self) -> None:
+        return None
+
+    def headers(self) -> None:
+        return None
+
+
+def consumer_class(
+    traffic: Traffic, records: dict[str, list[FakeMessage]]
+) -> Callable[[Mapping[str, Any]], Any]:
+    """A consumer per cluster that hands out ``records[cluster]`` in order, and records every
+    call that reaches the cluster (commits with what they commit) in ``traffic.calls``."""
+
+    class FakeConsumer:
+        instances: list[FakeConsumer] = []  # noqa: RUF012 (the test reads them)
+
+        def __init__(self, config: Mapping[str, Any]) -> None:
+            self.cluster = SERVERS[config["bootstrap.servers"]]
+            self.config = dict(config)
+            self.stored: dict[tuple[str, int], int] = {}
+            self.committed: dict[tuple[str, int], int] = {}
+            self.closed = False
+            FakeConsumer.instances.append(self)
+
+        def _call(self, what: str) -> None:
+            if self.closed:
+                raise RuntimeError(f"{what} on a closed consumer of {self.cluster}")
+            traffic.calls.append((self.cluster, what, traffic.clock.monotonic()))
+
+        def subscribe(self, topics: list[str], **_: Any) -> None:
+            self._call("subscribe")
+
+        def consume(self, num_messages: int = 1, timeout: float = -1) -> list[FakeMessage]:
+            self._call("consume")
+            queue = records.get(self.cluster, [])
+            batch, queue[:] = queue[:num_messages], queue[num_messages:]
+            return batch
+
+        def store_offsets(self, message: Any = None, offsets: Any = None) -> None:
+            self._call("store")
+            for tp in offsets or []:
+                self.stored[(tp.topic, tp.partition)] = tp.offset
+
+        def commit(
+            self, message: Any = None, offsets: Any = None, asynchronous: bool = True
+        ) -> None:
+            self._call(
+                "commit " + ",".join(f"{t}-{p}@{o}" for (t, p), o in sorted(self.stored.items()))
+            )
+            self.committed.update(self.stored)
+
+        def assignment(self) -> list[Any]:
+            return []
+
+        def unsubscribe(self) -> None:
+            self._call("unsubscribe")
+
+        def close(self) -> None:
+            self._call("close")
+            self.closed = True
+
+    return FakeConsumer
