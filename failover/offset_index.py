@@ -36,7 +36,13 @@ Upstream (failback): a target consumer committed ``t``. Translate to the running
 Known for ``t`` after the first indexed copy; EXACT up to one past the last copy (or up to a
 caller-supplied ``target_end`` below which the caller knows every copy is indexed, e.g. after
 trailing transaction markers), AHEAD_OF_SYNCS beyond. It is a REPLICATION_GAP when some position
-of ``[floor, u)`` lies in none of the runs the consumer has read.
+of ``[floor, u)`` lies in none of the runs the consumer has read. ``t == 0`` (a group at the start
+of the copy, as one reset to earliest is) is EXACT at ``u = 0``: the maximum over no copies, since
+no offset of a partition lies before 0 and so the consumer has read nothing, whatever syncs the
+index lacks; it starts at the source's start and reads every record it had not read. A ``t`` at
+or before the first indexed copy but above 0 stays BEFORE_SYNCS: copies the index does not hold
+(syncs trimmed, deleted by the sync topic's retention, or written before the index began) may lie
+below it, and the consumer may have read them.
 
 Generations. Syncs carry the source and target topic ids. Each id pair has its own history; the
 newest pair is the partition's current generation. A query that names ids uses the matching
@@ -105,6 +111,7 @@ _REASONS = tuple(Reason)
 _BEFORE_CODE = _REASONS.index(Reason.BEFORE_SYNCS)
 _AHEAD_CODE = _REASONS.index(Reason.AHEAD_OF_SYNCS)
 _EXACT_CODE = _REASONS.index(Reason.EXACT)
+_START = Translation(0, Reason.EXACT)  # upstream from the start of the copy: the source's start
 
 
 class SyncPosition(NamedTuple):
@@ -457,8 +464,13 @@ class _History:
         return result
 
     def upstream(self, t: int, target_end: int | None) -> Translation:
+        if t == 0:
+            # Nothing of a partition lies before offset 0: a consumer there has read no copy, not
+            # even one whose sync the index lacks (trimmed, or written before the index began).
+            return _START
         seg_tgt = self.seg_tgt
         if not seg_tgt or t <= seg_tgt[0]:
+            # Copies before the first indexed one may exist, and the consumer may have read them.
             return BEFORE_SYNCS
         k = bisect_left(seg_tgt, t) - 1
         count = self.seg_cnt[k]

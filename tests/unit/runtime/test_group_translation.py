@@ -194,6 +194,34 @@ def test_failback_translates_through_the_reverse_flows_syncs_on_the_group_cluste
     assert "syncs" in west.calls and "syncs" not in east.calls
 
 
+def test_a_group_at_the_start_of_partitions_fails_over_and_straight_back_exactly() -> None:
+    # As a group reset to earliest is: at 0 of partitions 0 and 1, in the middle of partition 2.
+    # Each copy starts with source 0 at west's offset 0; partition 1 is copied in transactions
+    # (a commit marker after every 10 copies).
+    east = FakeCluster("east", ids={"orders": EAST_ORDERS})
+    west = FakeCluster("west", ids={"east.orders": WEST_COPY})
+    syncs = [sync("orders", 0, 100, [(0, 0, 100)], partition=p) for p in (0, 2)]
+    syncs += [
+        sync("orders", 10 * k, 10 * k + 10, [(10 * k, 11 * k, 10)], partition=1) for k in range(10)
+    ]
+    west.write_syncs("drsvc.offset-syncs.east", syncs)
+    for p, west_end in ((0, 100), (1, 110), (2, 100)):
+        east.ends[TopicPartition("orders", p)] = 100
+        west.ends[TopicPartition("east.orders", p)] = west_end
+    at_first = {0: 0, 1: 0, 2: 40}
+    commit(east, "g", "orders", at_first)
+
+    over = translate_group(topology(ONE_WAY), "g", "east", "west", views(east, west))
+    assert over.exact
+    assert {p.partition: p.target_offset for p in over.partitions} == {0: 0, 1: 0, 2: 40}
+    commit(west, "g", "east.orders", {p.partition: p.target_offset or 0 for p in over.partitions})
+
+    back = translate_group(topology(ONE_WAY), "g", "west", "east", views(west, east))
+    assert [(p.direction, p.reason) for p in back.partitions] == [("upstream", "exact")] * 3
+    assert back.exact
+    assert {p.partition: p.target_offset for p in back.partitions} == at_first
+
+
 @pytest.mark.parametrize(
     ("delivery", "policy", "reason"),
     [
