@@ -8,17 +8,19 @@ time, and those name the dependencies built inside :func:`create_app`.
 from collections.abc import Awaitable, Callable
 from functools import cache
 from importlib.resources import files
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, generate_latest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from drsvc.api.auth import ApiAuth
 from drsvc.api.problems import ApiProblem, install_problem_handlers
 from drsvc.api.service import ApiService, MoveRequest
+from failover.failover_plan import FailoverKind
+from failover.naming import REQUEST_ID_PATTERN, check_request_id
 
 __all__ = ["MoveBody", "create_app"]
 
@@ -37,6 +39,22 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     )
 }
 
+#: a failover or failback can also be refused because the plan the caller saw has changed
+_MOVE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    409: {
+        "description": "Refused: a failover of the application is running, the plan refuses "
+        "(a planned failover whose active cluster does not answer, ...), or the request id "
+        "already named a different request of the application",
+        "content": {"application/json": {}},
+    },
+    412: {
+        "description": "expect_kind or expect_epoch no longer hold: the situation changed "
+        "since the dry run; ask for a new one",
+        "content": {"application/json": {}},
+    },
+}
+
 
 class MoveBody(BaseModel):
     """A failover or failback request."""
@@ -52,13 +70,36 @@ class MoveBody(BaseModel):
     force: bool = Field(
         default=False,
         description="Unplanned: switch at the latest checkpoints without waiting for "
-        "replication, even if the active cluster answers.",
+        "replication, even if the active cluster answers. Without it the failover is planned "
+        "(nothing lost, nothing re-read) and refused (409) while the active cluster does not "
+        "answer: it never turns unplanned on its own.",
     )
     request_id: str | None = Field(
         default=None,
         max_length=128,
-        description="Your id for this request: the same id twice is one failover.",
+        description="Your id for this request, per application: the same id with the same "
+        "request twice is one failover; the same id with a different request is refused (409). "
+        "1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit.",
+        json_schema_extra={"pattern": f"^{REQUEST_ID_PATTERN.pattern}$"},
     )
+    expect_kind: Literal["planned", "unplanned"] | None = Field(
+        default=None,
+        description="`planned` or `unplanned`: refuse (412) unless the failover that would run "
+        "now is of this kind; send back the `kind` of the dry run you looked at.",
+    )
+    expect_epoch: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**62,
+        description="Refuse (412) unless the application's active cluster document still has "
+        "this epoch (nothing moved it since): send back the `epoch` of the dry run you looked at.",
+    )
+
+    @field_validator("request_id")
+    @classmethod
+    def _request_id_rule(cls, value: str | None) -> str | None:
+        # the one rule of the CLI and the executor: the id becomes part of a Consul key
+        return None if value is None else check_request_id(value)
 
 
 class MigrationStartBody(BaseModel):
@@ -277,7 +318,16 @@ def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
     def move(app: str, body: MoveBody | None, failback: bool) -> JSONResponse:
         given = body or MoveBody()
         status, doc = service.move(
-            MoveRequest(app, given.to, given.dry_run, given.force, given.request_id, failback)
+            MoveRequest(
+                app,
+                given.to,
+                given.dry_run,
+                given.force,
+                given.request_id,
+                failback,
+                expect_kind=None if given.expect_kind is None else FailoverKind(given.expect_kind),
+                expect_epoch=given.expect_epoch,
+            )
         )
         headers = {} if status == 200 else {"Location": f"/v1/failovers/{doc['id']}"}
         return JSONResponse(doc, status_code=status, headers=headers)
@@ -287,11 +337,13 @@ def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
         tags=["failovers"],
         dependencies=[Depends(writer)],
         status_code=202,
-        responses=_ERRORS,
+        responses=_MOVE_ERRORS,
     )
     def failover(app: AppName, body: MoveBody) -> JSONResponse:
         """Move the application to ``to``: 202 with the failover record (it runs on; follow
-        the Location), or 200 with the plan for a dry run."""
+        the Location), or 200 with the plan for a dry run (its ``kind`` and the application's
+        ``epoch``: send them back as ``expect_kind`` and ``expect_epoch`` to run that plan and
+        no other, 412 if the situation changed)."""
         return move(app, body, failback=False)
 
     @app.post(
@@ -299,7 +351,7 @@ def create_app(service: ApiService, auth: ApiAuth) -> FastAPI:
         tags=["failovers"],
         dependencies=[Depends(writer)],
         status_code=202,
-        responses=_ERRORS,
+        responses=_MOVE_ERRORS,
     )
     def failback(app: AppName, body: MoveBody | None = None) -> JSONResponse:
         """Move the application back to its preferred cluster (or ``to``)."""

@@ -35,14 +35,15 @@ from drsvc.runtime.heartbeats.observer import HeartbeatObserver
 from drsvc.runtime.heartbeats.report import freshness_report
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.models import Application, Topology
-from failover.failover_plan import FailoverRecord, FailoverRequest
+from failover.errors import RequestMismatch
+from failover.failover_plan import FailoverKind, FailoverRecord, FailoverRequest
 
 __all__ = ["ApiService", "MoveRequest"]
 
 log = logging.getLogger(__name__)
 
-#: ids drsvc gives failovers, and request ids it accepts (both end up in Consul keys)
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+#: ids drsvc gives failovers (a caller's request ids follow failover.naming.check_request_id)
+_FAILOVER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 ExecutorFactory = Callable[[], FailoverExecutor]
 
@@ -57,6 +58,10 @@ class MoveRequest:
     force: bool
     request_id: str | None
     failback: bool
+    #: run only if the plan is still of this kind (the dry run's ``kind``)
+    expect_kind: FailoverKind | None = None
+    #: run only if the application's active document still has this epoch (the dry run's)
+    expect_epoch: int | None = None
 
 
 class ApiService:
@@ -69,6 +74,7 @@ class ApiService:
         consul: ConsulClient,
         *,
         observer: HeartbeatObserver | None = None,
+        mover_factory: ExecutorFactory | None = None,
         probe_timeout_s: float = 2.0,
         status_timeout_s: float = 10.0,
         answer_within_s: float = 60.0,
@@ -76,6 +82,9 @@ class ApiService:
         self.topology = topology
         self._bootstraps = dict(bootstraps)
         self._executor = executor_factory
+        # Dry runs and failovers judge "does the active cluster answer?" as the CLI does; reads
+        # may use a quicker executor (a gone cluster must not hold every page for long).
+        self._mover = mover_factory or executor_factory
         self._store = coordinator
         self._consul = consul
         self._observer = observer
@@ -226,7 +235,7 @@ class ApiService:
         return [record_document(r) for r in self._executor().records()]
 
     def failover(self, failover_id: str) -> dict[str, Any]:
-        if not _ID.match(failover_id):
+        if not _FAILOVER_ID.match(failover_id):
             raise ApiProblem(404, "not_found", f"no failover {failover_id!r}")
         try:
             return record_document(self._executor().record(failover_id))
@@ -247,18 +256,22 @@ class ApiService:
         if to not in self.topology.clusters:
             known = ", ".join(sorted(self.topology.clusters))
             raise ApiProblem(404, "not_found", f"no cluster {to!r} (clusters: {known})")
-        if request.request_id is not None and not _ID.match(request.request_id):
-            raise ApiProblem(
-                422,
-                "invalid",
-                "invalid request: request_id: 1 to 128 letters, digits, "
-                "'.', '_', ':' or '-', starting with a letter or digit",
-            )
-        executor = self._executor()
-        failover_request = FailoverRequest(app.name, to, request.force, request.request_id)
+        executor = self._mover()
+        failover_request = FailoverRequest(
+            app.name,
+            to,
+            request.force,
+            request.request_id,
+            expect_kind=request.expect_kind,
+            expect_epoch=request.expect_epoch,
+        )
         if request.dry_run:
+            # The epoch is read before the plan is made: a switch that lands in between makes
+            # the epoch the caller sends back stale (412), so a plan it was never shown cannot
+            # run under the epoch it was shown.
+            epoch = executor.active(app).epoch
             plan, targets, note = executor.preview(failover_request)
-            return 200, plan_document(plan, targets, note)
+            return 200, {**plan_document(plan, targets, note), "epoch": epoch}
         if request.request_id is None:
             running = executor.running(app)
             if running is not None:
@@ -277,6 +290,15 @@ class ApiService:
         answered = threading.Event()
 
         def on_created(record: FailoverRecord) -> None:
+            if record.plan.app != request.app:
+                # Request ids are the application's own: an executor that answers with another
+                # application's failover must neither be believed nor carry that one on.
+                failed["error"] = RequestMismatch(
+                    f"request id {request.request_id} names failover {record.plan.failover_id} "
+                    f"of application {record.plan.app}, not a request of {request.app}"
+                )
+                answered.set()
+                raise failed["error"]
             created["record"] = record
             answered.set()
 

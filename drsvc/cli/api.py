@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -24,17 +25,23 @@ from drsvc.cli.common import (
     load_with_bootstraps,
     resolve_consul,
 )
+from drsvc.cli.failover import FAILOVER_PROBE_TIMEOUT_S
 from drsvc.errors import ConfigError
 from drsvc.runtime.failover.connect import connect_executor
+from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.heartbeats.observer import HeartbeatObserver
 from drsvc.settings import Settings
+from drsvc.topology.models import Topology
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 
 log = logging.getLogger("drsvc.api")
 
 PORT_ENV = "DRSVC_API_PORT"
 DEFAULT_PORT = 8080
-PROBE_TIMEOUT_S = 2.0
+#: how long the API's reads wait for a cluster to answer (a gone cluster must not hold every
+#: page); dry runs and failovers probe as ``drsvc failover`` does (FAILOVER_PROBE_TIMEOUT_S), so
+#: the API and the CLI judge "does the active cluster answer?" alike
+READ_PROBE_TIMEOUT_S = 2.0
 
 
 def _default_port() -> int:
@@ -44,6 +51,41 @@ def _default_port() -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise ConfigError(f"{PORT_ENV} must be a port number (got {text!r})")
     return int(text)
+
+
+def build_service(
+    topology: Topology,
+    bootstraps: Mapping[str, str],
+    consul_address: str,
+    settings: Settings,
+    catch_up_timeout_s: float,
+    *,
+    observer: HeartbeatObserver | None = None,
+) -> ApiService:
+    """The API's service: its reads and its failovers each on an executor of their own kind."""
+
+    def executor(probe_timeout_s: float) -> FailoverExecutor:
+        return connect_executor(
+            topology,
+            bootstraps,
+            consul_address,
+            settings,
+            catch_up_timeout_s=catch_up_timeout_s,
+            probe_timeout_s=probe_timeout_s,
+            on_event=lambda message: log.info("%s", message),
+        )
+
+    return ApiService(
+        topology,
+        bootstraps,
+        lambda: executor(READ_PROBE_TIMEOUT_S),
+        ConsulCoordinator(consul_address),
+        ConsulClient(consul_address),
+        observer=observer,
+        # A planned failover is refused when its active cluster does not answer: a probe
+        # shorter than the CLI's would refuse through the API what the CLI runs.
+        mover_factory=lambda: executor(FAILOVER_PROBE_TIMEOUT_S),
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -90,22 +132,8 @@ def register(app: typer.Typer) -> None:
         settings = Settings.from_env(state_dir=state_dir)
 
         observer = HeartbeatObserver(topology, bootstraps)
-        service = ApiService(
-            topology,
-            bootstraps,
-            lambda: connect_executor(
-                topology,
-                bootstraps,
-                address,
-                settings,
-                catch_up_timeout_s=catch_up_timeout_s,
-                # reads answer quickly while a cluster is gone (the controller uses the same)
-                probe_timeout_s=PROBE_TIMEOUT_S,
-                on_event=lambda message: log.info("%s", message),
-            ),
-            ConsulCoordinator(address),
-            ConsulClient(address),
-            observer=observer,
+        service = build_service(
+            topology, bootstraps, address, settings, catch_up_timeout_s, observer=observer
         )
         chosen = _default_port() if port is None else port
         if auth.token is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -29,19 +30,25 @@ from drsvc.runtime.failover.views import (
     recovery_document,
 )
 from drsvc.settings import Settings
-from failover.errors import FailoverRefused
+from failover.errors import FailoverRefused, PolicyError
 from failover.failover_plan import (
     DEFAULT_CATCH_UP_TIMEOUT_S,
+    FailoverKind,
     FailoverPlan,
     FailoverRecord,
     FailoverRequest,
     FailoverState,
     GroupTarget,
 )
+from failover.naming import check_request_id
 
 EXIT_OK = 0
 EXIT_NOT_DONE = 1
 EXIT_BAD_INPUT = 2
+
+#: how long a failover's "does the active cluster answer?" probe waits (the API's failovers use
+#: it too): a planned failover is refused when the active cluster does not answer
+FAILOVER_PROBE_TIMEOUT_S = 5.0
 
 AppOption = Annotated[str | None, typer.Option("--app", "-a", help="The application.")]
 ToOption = Annotated[str | None, typer.Option("--to", help="The cluster to move it to.")]
@@ -53,13 +60,33 @@ ForceOption = Annotated[
     typer.Option(
         "--force",
         help="Unplanned: switch at the latest checkpoints without waiting for replication, "
-        "even if the active cluster answers.",
+        "even if the active cluster answers. Without it a failover is planned, and refused "
+        "while the active cluster does not answer.",
     ),
 ]
 RequestIdOption = Annotated[
     str | None,
     typer.Option(
-        "--request-id", help="Your id for this request: the same id twice is one failover."
+        "--request-id",
+        help="Your id for this request, per application: the same request twice with one id is "
+        "one failover, a different request with it is refused. 1 to 128 letters, digits, '.', "
+        "'_', ':' or '-', starting with a letter or digit.",
+    ),
+]
+ExpectKindOption = Annotated[
+    FailoverKind | None,
+    typer.Option(
+        "--expect-kind",
+        help="Refuse unless the failover that would run now is of this kind (the dry run's).",
+    ),
+]
+ExpectEpochOption = Annotated[
+    int | None,
+    typer.Option(
+        "--expect-epoch",
+        min=0,
+        help="Refuse unless the application's epoch is still this one (the dry run's): run the "
+        "plan you looked at, not one the situation has changed into since.",
     ),
 ]
 ResumeOption = Annotated[
@@ -79,9 +106,9 @@ CatchUpOption = Annotated[
 
 def register(app: typer.Typer) -> None:
     @app.command(
-        help="Move an application to another cluster (planned, or unplanned when its "
-        "cluster is gone or --force). Exit 0 completed, 1 refused or rolled back, "
-        "2 bad input."
+        help="Move an application to another cluster: planned (refused while its active "
+        "cluster does not answer), or unplanned with --force. Exit 0 completed, 1 refused or "
+        "rolled back, 2 bad input."
     )
     def failover(
         topology_file: TopologyOption,
@@ -90,15 +117,18 @@ def register(app: typer.Typer) -> None:
         dry_run: DryRunOption = False,
         force: ForceOption = False,
         request_id: RequestIdOption = None,
+        expect_kind: ExpectKindOption = None,
+        expect_epoch: ExpectEpochOption = None,
         resume: ResumeOption = None,
         as_json: JsonOption = False,
         catch_up_timeout_s: CatchUpOption = DEFAULT_CATCH_UP_TIMEOUT_S,
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
+        asked = _Asked(app_name, to, dry_run, force, request_id, expect_kind, expect_epoch)
         _move(
-            topology_file, app_name, to, dry_run, force, request_id, resume, as_json,
-            catch_up_timeout_s, consul, state_dir, failback=False,
+            topology_file, asked, resume, as_json, catch_up_timeout_s, consul, state_dir,
+            failback=False,
         )  # fmt: skip
 
     @app.command(
@@ -112,15 +142,18 @@ def register(app: typer.Typer) -> None:
         dry_run: DryRunOption = False,
         force: ForceOption = False,
         request_id: RequestIdOption = None,
+        expect_kind: ExpectKindOption = None,
+        expect_epoch: ExpectEpochOption = None,
         resume: ResumeOption = None,
         as_json: JsonOption = False,
         catch_up_timeout_s: CatchUpOption = DEFAULT_CATCH_UP_TIMEOUT_S,
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
+        asked = _Asked(app_name, to, dry_run, force, request_id, expect_kind, expect_epoch)
         _move(
-            topology_file, app_name, to, dry_run, force, request_id, resume, as_json,
-            catch_up_timeout_s, consul, state_dir, failback=True,
+            topology_file, asked, resume, as_json, catch_up_timeout_s, consul, state_dir,
+            failback=True,
         )  # fmt: skip
 
     @app.command(help="List the namespace's failovers, or show one.")
@@ -209,7 +242,7 @@ def build_executor(
     consul: str | None,
     state_dir: Path | None,
     catch_up_timeout_s: float,
-    probe_timeout_s: float = 5.0,
+    probe_timeout_s: float = FAILOVER_PROBE_TIMEOUT_S,
     *,
     look_at_lost_cluster: bool = True,
 ) -> FailoverExecutor:
@@ -231,13 +264,43 @@ def build_executor(
     )
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What ``drsvc failover`` / ``failback`` was asked to move, as given on the command line."""
+
+    app_name: str | None
+    to: str | None
+    dry_run: bool
+    force: bool
+    request_id: str | None
+    expect_kind: FailoverKind | None
+    expect_epoch: int | None
+
+    def check_request_id(self) -> None:
+        """Bad input before anything is asked of Consul: the id becomes part of a key."""
+        if self.request_id is None:
+            return
+        try:
+            check_request_id(self.request_id)
+        except PolicyError as err:
+            raise ConfigError(f"--request-id: {err}") from err
+
+    @property
+    def any_given(self) -> bool:
+        return bool(
+            self.app_name
+            or self.to
+            or self.dry_run
+            or self.force
+            or self.request_id
+            or self.expect_kind
+            or self.expect_epoch is not None
+        )
+
+
 def _move(
     topology_file: Path,
-    app_name: str | None,
-    to: str | None,
-    dry_run: bool,
-    force: bool,
-    request_id: str | None,
+    asked: _Asked,
     resume: str | None,
     as_json: bool,
     catch_up_timeout_s: float,
@@ -246,12 +309,17 @@ def _move(
     *,
     failback: bool,
 ) -> None:
+    if resume is not None and asked.any_given:
+        raise ConfigError(
+            "--resume takes no --app, --to, --dry-run, --force, --request-id, --expect-kind "
+            "or --expect-epoch"
+        )
+    asked.check_request_id()
     executor = build_executor(topology_file, consul, state_dir, catch_up_timeout_s)
     if resume is not None:
-        if app_name or to or dry_run or force or request_id:
-            raise ConfigError("--resume takes no --app, --to, --dry-run, --force or --request-id")
         _finish(executor.resume(resume), as_json)
         return
+    app_name, to = asked.app_name, asked.to
     if not app_name:
         raise ConfigError("--app is required (or --resume ID)")
     app = executor.application(app_name)
@@ -262,11 +330,20 @@ def _move(
     known = executor.cluster_aliases()
     if to not in known:
         raise ConfigError(f"unknown cluster {to!r}: the topology has {', '.join(known)}")
-    request = FailoverRequest(app_name, to, force, request_id)
+    request = FailoverRequest(
+        app_name,
+        to,
+        asked.force,
+        asked.request_id,
+        expect_kind=asked.expect_kind,
+        expect_epoch=asked.expect_epoch,
+    )
     try:
-        if dry_run:
+        if asked.dry_run:
+            # read before the plan, as the API does: a switch in between makes it stale
+            epoch = executor.active(app).epoch
             plan, targets, note = executor.preview(request)
-            _print_plan(plan, targets, note, as_json)
+            _print_plan(plan, targets, note, epoch, as_json)
             return
         record = executor.start(request)
     except FailoverRefused as err:
@@ -337,14 +414,16 @@ def _print_recovery(record: FailoverRecord, dry_run: bool, as_json: bool) -> Non
         )
 
 
-def _print_plan(plan: FailoverPlan, targets: list[GroupTarget], note: str, as_json: bool) -> None:
-    doc = plan_document(plan, targets, note)
+def _print_plan(
+    plan: FailoverPlan, targets: list[GroupTarget], note: str, epoch: int, as_json: bool
+) -> None:
+    doc = {**plan_document(plan, targets, note), "epoch": epoch}
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
     typer.echo(
         f"dry run: {plan.kind.value} failover of {plan.app} from {plan.from_cluster} to "
-        f"{plan.to_cluster}; nothing was changed"
+        f"{plan.to_cluster} at epoch {epoch}; nothing was changed"
     )
     for i, step in enumerate(plan.steps, 1):
         bound = f" (at most {step.timeout_s:.0f}s)" if step.timeout_s else ""
@@ -356,6 +435,9 @@ def _print_plan(plan: FailoverPlan, targets: list[GroupTarget], note: str, as_js
         typer.echo(f"  group {g.group} {g.topic}-{g.partition} -> {g.target_offset} ({verdict})")
     if note:
         typer.echo(f"note: {note}")
+    typer.echo(
+        f"to run this plan and no other: --expect-kind {plan.kind.value} --expect-epoch {epoch}"
+    )
 
 
 def _n(value: object) -> str:

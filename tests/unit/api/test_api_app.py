@@ -17,6 +17,7 @@ from drsvc.api.reference import openapi_document, reference_markdown
 from drsvc.api.service import MoveRequest
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
 from failover.errors import FailoverRefused
+from failover.failover_plan import FailoverKind
 
 TOKEN = "s3cret-token-0123456789"
 
@@ -242,3 +243,81 @@ def test_the_committed_api_reference_is_up_to_date() -> None:
         "docs/api-reference.md is out of date: python -m drsvc.api.reference > "
         "docs/api-reference.md"
     )
+
+
+def test_the_preconditions_of_a_dry_run_reach_the_service() -> None:
+    service = FakeService()
+    c = client(service)
+    body = {"to": "west", "expect_kind": "planned", "expect_epoch": 7}
+    assert c.post("/v1/apps/orders/failover", json=body, headers=bearer()).status_code == 202
+    assert c.post("/v1/apps/orders/failback", json=body, headers=bearer()).status_code == 202
+    first, second = service.moves
+    planned = FailoverKind.PLANNED
+    assert (first.expect_kind, first.expect_epoch, first.failback) == (planned, 7, False)
+    assert (second.expect_kind, second.expect_epoch, second.failback) == (planned, 7, True)
+    plain = c.post("/v1/apps/orders/failover", json={"to": "west"}, headers=bearer())
+    assert plain.status_code == 202
+    assert (service.moves[-1].expect_kind, service.moves[-1].expect_epoch) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"to": "west", "expect_kind": "sideways"},
+        {"to": "west", "expect_epoch": -1},
+        {"to": "west", "expect_epoch": "four"},
+        {"to": "west", "expect_epoch": 2**63},
+    ],
+)
+def test_bad_preconditions_get_422(body: dict[str, Any]) -> None:
+    service = FakeService()
+    answer = client(service).post("/v1/apps/orders/failover", json=body, headers=bearer())
+    assert answer.status_code == 422, answer.text
+    field = next(iter(set(body) - {"to"}))
+    assert [d["field"] for d in answer.json()["error"]["details"]] == [f"body.{field}"]
+    assert service.moves == []
+
+
+@pytest.mark.parametrize(
+    "request_id", ["../apps/payments/failover", "a/b", ".", "..", ".hidden", "-r", "", "r" * 129]
+)
+def test_request_ids_follow_the_one_rule(request_id: str) -> None:
+    service = FakeService()
+    answer = client(service).post(
+        "/v1/apps/orders/failover", json={"to": "west", "request_id": request_id}, headers=bearer()
+    )
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert [d["field"] for d in error["details"]] == ["body.request_id"]
+    assert service.moves == []  # refused before the service was asked
+
+
+def test_a_bad_request_id_is_refused_naming_the_rule() -> None:
+    answer = client(FakeService()).post(
+        "/v1/apps/orders/failover", json={"to": "west", "request_id": "../x"}, headers=bearer()
+    )
+    assert "starting with a letter or digit" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("request_id", ["r1", "req-2026.11:27_a", "9" * 128])
+def test_good_request_ids_pass(request_id: str) -> None:
+    service = FakeService()
+    answer = client(service).post(
+        "/v1/apps/orders/failover", json={"to": "west", "request_id": request_id}, headers=bearer()
+    )
+    assert answer.status_code == 202, answer.text
+    assert service.moves[-1].request_id == request_id
+
+
+def test_openapi_document_describes_the_preconditions() -> None:
+    doc = client(FakeService()).get("/openapi.json").json()
+    fields = doc["components"]["schemas"]["MoveBody"]["properties"]
+    assert "412" in fields["expect_kind"]["description"]
+    assert "epoch" in fields["expect_epoch"]["description"]
+    kinds = [k for option in fields["expect_kind"]["anyOf"] for k in option.get("enum", [])]
+    assert sorted(kinds) == ["planned", "unplanned"]
+    assert fields["request_id"]["pattern"].startswith("^[A-Za-z0-9]")
+    for route in ("/v1/apps/{app}/failover", "/v1/apps/{app}/failback"):
+        answers = doc["paths"][route]["post"]["responses"]
+        assert "expect_epoch" in answers["412"]["description"], route
+    assert "412" not in doc["paths"]["/v1/apps"]["get"]["responses"]

@@ -1,0 +1,181 @@
+"""``drsvc failover`` / ``failback``: the request id rule, the dry run's preconditions and how
+they reach the executor (an in-memory coordinator and fake clusters; no Consul, no brokers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_failover_clusters import FakeFailoverClusters, exact
+from memory_coordination import FakeClock, MemoryCoordinator
+
+from drsvc.cli import failover as failover_cli
+from drsvc.cli.main import EXIT_BAD_INPUT, main
+from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.topology.models import Topology
+from failover.failover_plan import (
+    FailoverKind,
+    FailoverPlan,
+    FailoverRecord,
+    FailoverRequest,
+    FailoverState,
+)
+
+NS = "shop"
+
+TOPOLOGY = {
+    "name": NS,
+    "clusters": {"east": {"bootstrap_servers": "e:9092"}, "west": {"bootstrap_servers": "w:9092"}},
+    "flows": [
+        {"source": "east", "target": "west", "topics": {"include": ["orders", "pay"]}},
+        {"source": "west", "target": "east", "topics": {"include": ["orders", "pay"]}},
+    ],
+    "applications": [
+        {"name": "orders", "groups": ["g1"], "topics": ["orders"], "preferred": "east"},
+        {"name": "payments", "groups": ["g2"], "topics": ["pay"], "preferred": "east"},
+    ],
+}
+
+
+class Clock(FakeClock):
+    def time_ms(self) -> int:
+        return 1_800_000_000_000 + int(self.monotonic() * 1000)
+
+
+class SpyExecutor(FailoverExecutor):
+    """The real executor's reads and plans; ``start`` only keeps what it was asked."""
+
+    def __init__(self, store: MemoryCoordinator, clusters: FakeFailoverClusters) -> None:
+        super().__init__(
+            Topology.model_validate(TOPOLOGY),
+            store,
+            clusters,
+            clock=Clock(),
+            lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
+        )
+        self.started: list[FailoverRequest] = []
+
+    def start(self, request: FailoverRequest, on_created: Any = None) -> FailoverRecord:
+        self.started.append(request)
+        kind = FailoverKind.UNPLANNED if request.force else FailoverKind.PLANNED
+        plan = FailoverPlan("f-1", request.app, "east", request.to, kind, steps=())
+        return FailoverRecord(plan, state=FailoverState.COMPLETED)
+
+
+@pytest.fixture
+def executor(monkeypatch: pytest.MonkeyPatch) -> SpyExecutor:
+    clusters = FakeFailoverClusters()
+    clusters.translations[("g1", "east", "west")] = [exact("orders", 0, 10, "east.orders", 110)]
+    clusters.ends["west"] = {("east.orders", 0): 150}
+    spy = SpyExecutor(MemoryCoordinator(FakeClock()), clusters)
+    built: list[SpyExecutor] = []
+
+    def build(*_args: Any, **_kwargs: Any) -> SpyExecutor:
+        built.append(spy)
+        return spy
+
+    monkeypatch.setattr(failover_cli, "build_executor", build)
+    spy.built = built  # type: ignore[attr-defined]
+    return spy
+
+
+@pytest.fixture
+def topology_file(tmp_path: Path) -> Path:
+    path = tmp_path / "topology.json"
+    path.write_text(json.dumps(TOPOLOGY))
+    return path
+
+
+def _run(*args: str) -> int:
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    code = exited.value.code
+    return 0 if code is None else int(code)
+
+
+@pytest.mark.parametrize(
+    "request_id", ["../apps/payments/failover", "..", ".", "a/b", "-r", "r" * 129]
+)
+def test_a_request_id_that_breaks_the_rule_is_bad_input_and_changes_nothing(
+    executor: SpyExecutor,
+    topology_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    request_id: str,
+) -> None:
+    code = _run(
+        "failover", "-t", str(topology_file), "--app", "orders", "--to", "west",
+        "--request-id", request_id,
+    )  # fmt: skip
+    assert code == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith(f"drsvc: error: --request-id: request id {request_id!r}: 1 to 128"), err
+    assert "starting with a letter or digit" in err
+    assert executor.started == []
+    assert executor.built == []  # type: ignore[attr-defined]  # refused before Consul is asked
+
+
+def test_a_good_request_id_reaches_the_executor(executor: SpyExecutor, topology_file: Path) -> None:
+    code = _run(
+        "failover", "-t", str(topology_file), "--app", "orders", "--to", "west",
+        "--request-id", "change-4711:orders.v2",
+    )  # fmt: skip
+    assert code == 0
+    assert [r.request_id for r in executor.started] == ["change-4711:orders.v2"]
+
+
+def test_the_dry_run_answers_what_to_send_back_and_the_failover_takes_it(
+    executor: SpyExecutor, topology_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("-t", str(topology_file), "--app", "orders", "--to", "west")
+    assert _run("failover", *base, "--dry-run", "--json") == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["kind"], plan["epoch"]) == ("planned", 0)
+    assert _run("failover", *base, "--dry-run") == 0
+    text = capsys.readouterr().out
+    assert "planned failover of orders from east to west at epoch 0" in text
+    assert "--expect-kind planned --expect-epoch 0" in text
+    assert executor.started == []
+    code = _run(
+        "failover", *base, "--expect-kind", plan["kind"], "--expect-epoch", str(plan["epoch"])
+    )
+    assert code == 0
+    assert executor.started == [
+        FailoverRequest("orders", "west", expect_kind=FailoverKind.PLANNED, expect_epoch=0)
+    ]
+
+
+def test_a_failback_takes_the_preconditions_too(executor: SpyExecutor, topology_file: Path) -> None:
+    code = _run(
+        "failback", "-t", str(topology_file), "--app", "orders", "--to", "west",
+        "--expect-kind", "unplanned", "--expect-epoch", "3", "--force",
+    )  # fmt: skip
+    assert code == 0
+    assert executor.started == [
+        FailoverRequest("orders", "west", True, expect_kind=FailoverKind.UNPLANNED, expect_epoch=3)
+    ]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [("--expect-epoch", "2"), ("--expect-kind", "planned"), ("--request-id", "r1")],
+)
+def test_resume_takes_no_request_options(
+    executor: SpyExecutor,
+    topology_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: tuple[str, str],
+) -> None:
+    code = _run("failover", "-t", str(topology_file), "--resume", "f-1", *extra)
+    assert code == EXIT_BAD_INPUT
+    assert "--resume takes no" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [("--expect-epoch", "-1"), ("--expect-kind", "sideways")])
+def test_bad_preconditions_are_usage_errors(
+    executor: SpyExecutor, topology_file: Path, extra: tuple[str, str]
+) -> None:
+    code = _run("failover", "-t", str(topology_file), "--app", "orders", "--to", "west", *extra)
+    assert code == EXIT_BAD_INPUT
+    assert executor.started == []
