@@ -100,3 +100,19 @@ def test_a_busy_target_group_refuses_the_failover() -> None:
     )
     with pytest.raises(ValueError, match="g2 of application orders have live members on west"):
         plan_failover(FailoverRequest("orders", "west"), situation, "f-2")
+
+
+def test_the_highest_epoch_written_round_trips_and_older_records_name_it_in_their_steps() -> None:
+    record = replace(_record(), epoch=7)
+    assert decode_record(encode_record(record)).epoch == 7
+    older = json.loads(encode_record(record))
+    del older["epoch"]
+    older["events"][0]["detail"] = "active: none (epoch 7)"
+    older["events"].append(
+        {"step": "wait-lease", "outcome": "ok", "at_ms": 3_000, "detail": "lease waited out"}
+    )
+    assert decode_record(json.dumps(older)).epoch == 7
+    del older["events"]
+    assert decode_record(json.dumps(older)).epoch == 0
+    with pytest.raises(RecordFormatError, match="'epoch'"):
+        decode_record(json.dumps({**json.loads(encode_record(record)), "epoch": -1}))
