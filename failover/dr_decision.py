@@ -5,10 +5,13 @@ vantage point: the controller's own probe, Consul's health checks from the sites
 heartbeat observers), calls it every cycle with the state it returned last time, and carries out
 what it says. Rules, each to keep an automated failover from doing harm:
 
-* **Only a cluster gone from everywhere.** A cluster counts as down only when at least
-  ``min_vantages`` fresh observations exist and every one of them says unreachable. One vantage
-  that still reaches it (a partition between the controller and one site, a slow site) keeps it
-  up; too few fresh observations (the controller cut off itself) decide nothing.
+* **Only a cluster gone from everywhere.** A cluster counts as down only when fresh observations
+  from at least ``min_vantages`` *independent* vantage points exist and every one of them says
+  unreachable. One vantage that still reaches it (a partition between the controller and one
+  site, a slow site) keeps it up; too few fresh observations (the controller cut off itself)
+  decide nothing. Observations made from one place in the network count once: the controller's
+  own probe of a cluster and the cluster's own heartbeats read by the controller both only say
+  whether the controller reaches it (:attr:`Observation.viewpoint`).
 * **For long enough.** No vantage point may have reached it for ``unreachable_after_s``: a
   broker's rolling restart or a GC pause shorter than that never triggers anything (hysteresis:
   any observation of it up restarts the count). The count runs from the last cycle in which some
@@ -18,8 +21,15 @@ what it says. Rules, each to keep an automated failover from doing harm:
   controller never moves an application whose active cluster is up), never to a cluster that is
   not up itself (seen up from every vantage for ``healthy_after_s``), and not again within
   ``cooldown_s`` of its last automated failover.
-* **A failover already running is resumed**, never started twice: a controller that took over
-  from one that died finishes (or rolls back) the same record.
+* **A failover already running is left to its executor; an orphaned one is resumed**, never
+  started twice: while the executor that runs it still holds the application's lock (its session
+  is alive: the API, the CLI or another controller thread), the controller holds; once the lock
+  has no live session (its holder died), it resumes the same record.
+* **Re-checked just before the move** (:func:`recheck`): a failover decided on this cycle's
+  observations is carried out only if a fresh look at the old and the new cluster, taken
+  immediately before the move, still finds the old one down and the new one up, and the
+  application still where it was. Moves of different applications run concurrently, so a
+  cluster that came back while earlier moves ran is not failed away from on old evidence.
 """
 
 from __future__ import annotations
@@ -38,6 +48,8 @@ __all__ = [
     "Observation",
     "cluster_health",
     "decide",
+    "recheck",
+    "stood_down",
 ]
 
 
@@ -66,6 +78,13 @@ class Observation:
     reachable: bool
     at_s: float
     detail: str = ""
+    #: where in the network the observation was made from; observations that share one count as
+    #: one vantage point ("": the vantage is a viewpoint of its own)
+    viewpoint: str = ""
+
+    @property
+    def seen_from(self) -> str:
+        return self.viewpoint or self.vantage
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,9 @@ class AppView:
     candidates: tuple[str, ...]
     #: a failover of it that has not finished (its id)
     running: str | None = None
+    #: whether the application's lock is held through a live session (the executor running
+    #: ``running`` is alive: it must not be resumed from here)
+    holder_alive: bool = False
     #: how long ago its latest failover (by anyone) started; None: never. Keeps the cooldown
     #: across a change of leader, whose own memory starts empty.
     last_failover_age_s: float | None = None
@@ -122,6 +144,8 @@ class Decision:
     reason: str
     to: str | None = None
     failover_id: str | None = None
+    #: the cluster a failover moves the application away from
+    from_cluster: str | None = None
 
 
 def cluster_health(
@@ -134,10 +158,13 @@ def cluster_health(
             continue
         if o.vantage not in newest or o.at_s > newest[o.vantage].at_s:
             newest[o.vantage] = o
-    if len(newest) < settings.min_vantages:
-        seen = ", ".join(sorted(newest)) or "none"
+    viewpoints: dict[str, list[str]] = {}
+    for vantage, o in sorted(newest.items()):
+        viewpoints.setdefault(o.seen_from, []).append(vantage)
+    if len(viewpoints) < settings.min_vantages:
+        seen = ", ".join(_describe(v, vantages) for v, vantages in viewpoints.items()) or "none"
         return ClusterHealth.UNCERTAIN, (
-            f"{cluster}: {len(newest)} fresh vantage point(s) ({seen}), "
+            f"{cluster}: {len(viewpoints)} fresh vantage point(s) ({seen}), "
             f"{settings.min_vantages} needed"
         )
     reaching = sorted(v for v, o in newest.items() if o.reachable)
@@ -146,6 +173,13 @@ def cluster_health(
     if not reaching:
         return ClusterHealth.DOWN, f"{cluster}: unreachable from {', '.join(sorted(newest))}"
     return ClusterHealth.UNCERTAIN, f"{cluster}: still reachable from {', '.join(reaching)}"
+
+
+def _describe(viewpoint: str, vantages: Sequence[str]) -> str:
+    """One viewpoint's vantages, as a reason names them."""
+    if vantages == [viewpoint]:
+        return viewpoint
+    return f"{viewpoint}: {' and '.join(vantages)}"
 
 
 def decide(
@@ -194,8 +228,18 @@ def _decide_app(
     now_s: float,
 ) -> Decision:
     if app.running is not None:
-        return Decision(app.name, Action.RESUME, f"failover {app.running} has not finished",
-                        failover_id=app.running)  # fmt: skip
+        if app.holder_alive:
+            # Its executor (the API, the CLI, a move of this controller) is alive and carries
+            # it on; a resume would only wait for that executor's lock.
+            return Decision(
+                app.name, Action.HOLD,
+                f"failover {app.running} is running (its executor holds the application's lock)",
+            )  # fmt: skip
+        return Decision(
+            app.name, Action.RESUME,
+            f"failover {app.running} has not finished and its executor is gone",
+            failover_id=app.running,
+        )  # fmt: skip
     if app.active is None:
         return Decision(app.name, Action.HOLD, "a switch is under way (active: none)")
     status, why = health.get(app.active, (ClusterHealth.UNCERTAIN, f"{app.active}: unknown"))
@@ -228,6 +272,7 @@ def _decide_app(
                 f"{why} for {down_for:.1f}s (threshold {settings.unreachable_after_s:.0f}s); "
                 f"{target} is healthy",
                 to=target,
+                from_cluster=app.active,
             )  # fmt: skip
         refused.append(
             target_why
@@ -238,3 +283,46 @@ def _decide_app(
         app.name, Action.HOLD,
         f"{why}, but no healthy cluster to fail over to ({'; '.join(refused) or 'none'})",
     )  # fmt: skip
+
+
+def recheck(
+    decision: Decision,
+    app: AppView,
+    fresh: Iterable[Observation],
+    settings: ControllerSettings,
+    now_s: float,
+) -> Decision:
+    """``decision`` (a failover) as it stands on a fresh look taken just before the move: the
+    same decision when the application is still active on the cluster it leaves, no failover of
+    it is running, the fresh observations find that cluster down and the target up; otherwise a
+    hold that says why. The duration rules (``unreachable_after_s``, ``healthy_after_s``) were
+    met when it was decided: any fresh vantage point that reaches the old cluster again, or too
+    few of them, is enough to stand down."""
+    if decision.action is not Action.FAILOVER or decision.to is None:
+        return decision
+    if app.running is not None:
+        return Decision(app.name, Action.HOLD, f"failover {app.running} started meanwhile")
+    if app.active != decision.from_cluster:
+        return Decision(
+            app.name, Action.HOLD,
+            f"it is active on {app.active or 'none'} now, not {decision.from_cluster}",
+        )  # fmt: skip
+    observations = list(fresh)
+    old, old_why = cluster_health(app.active or "", observations, settings, now_s)
+    if old is not ClusterHealth.DOWN:
+        return Decision(app.name, Action.HOLD, f"a fresh look before the move: {old_why}")
+    new, new_why = cluster_health(decision.to, observations, settings, now_s)
+    if new is not ClusterHealth.UP:
+        return Decision(app.name, Action.HOLD, f"a fresh look before the move: {new_why}")
+    return replace(
+        decision, reason=f"{decision.reason}; a fresh look agrees ({old_why}; {new_why})"
+    )
+
+
+def stood_down(state: ControllerState, app: str) -> ControllerState:
+    """``state`` without the failover of ``app`` it remembers: the move was decided but not
+    made (the fresh look before it stood it down), so it starts no cooldown."""
+    if app not in state.last_failover_s:
+        return state
+    remembered = {name: at for name, at in state.last_failover_s.items() if name != app}
+    return replace(state, last_failover_s=remembered)

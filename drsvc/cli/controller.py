@@ -23,12 +23,13 @@ from drsvc.cli.common import (
     load_with_bootstraps,
     resolve_consul,
 )
-from drsvc.cli.failover import build_executor
 from drsvc.errors import ConfigError
-from drsvc.runtime.controller.controller import DrController
-from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe, HeartbeatArrivals, Source
+from drsvc.runtime.controller.controller import DEFAULT_CONCURRENT_MOVES, DrController
+from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe, HeartbeatArrivals
+from drsvc.runtime.controller.vantages import Vantage, require_independent_vantages
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
-from drsvc.runtime.failover.executor import LockTiming
+from drsvc.runtime.failover.connect import connect_executor
+from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
 from drsvc.runtime.heartbeats.observer import HeartbeatObserver
 from drsvc.runtime.metrics_server import serve_metrics
 from drsvc.settings import Settings
@@ -45,6 +46,15 @@ ReplicaOption = Annotated[
     str | None,
     typer.Option("--replica", help="This replica's name (default: host name and process id)."),
 ]
+ConcurrentOption = Annotated[
+    int,
+    typer.Option(
+        "--max-concurrent-failovers",
+        min=1,
+        help="How many applications the leader fails over (or resumes) at once; each move runs "
+        "on a thread of its own, with its own Consul and Kafka clients.",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -59,6 +69,7 @@ def register(app: typer.Typer) -> None:
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
         metrics_port: MetricsPortOption = None,
+        max_concurrent_failovers: ConcurrentOption = DEFAULT_CONCURRENT_MOVES,
         log_format: LogFormatOption = "text",
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     ) -> None:
@@ -77,27 +88,44 @@ def register(app: typer.Typer) -> None:
         app_topics = sorted({t for app in topology.applications for t in app.topics})
         # Every cluster's heartbeats, read on every cluster: one more vantage point per cluster.
         heartbeats = HeartbeatObserver(topology, bootstraps)
+        vantages: list[Vantage] = [
+            DirectProbe(name, lambda alias: probes.serves(alias, app_topics)),
+            ConsulHealth(lambda: ConsulClient(address)),
+            *_heartbeat_vantages(heartbeats),
+        ]
+        # Refuse to start rather than decide on the controller's own connectivity alone.
+        seen = require_independent_vantages(topology, vantages, topology.controller.min_vantages)
+        for alias, viewpoints in sorted(seen.items()):
+            shown = "; ".join(
+                f"{v} ({', '.join(sorted(s))})" for v, s in sorted(viewpoints.items())
+            )
+            log.info("controller %s: %s is seen from %s", name, alias, shown)
+
+        def executor() -> FailoverExecutor:
+            # It fails over only what every vantage point, its own probe included, found
+            # gone: no second look at the lost cluster holds the switch up. One per move (and
+            # one for the loop's reads): Consul and Kafka clients stay on their own thread.
+            return connect_executor(
+                topology,
+                bootstraps,
+                address,
+                settings,
+                catch_up_timeout_s=DEFAULT_CATCH_UP_TIMEOUT_S,
+                probe_timeout_s=PROBE_TIMEOUT_S,
+                on_event=lambda message: log.info("%s", message),
+                look_at_lost_cluster=False,
+            )
+
         heartbeats.start()
         controller = DrController(
             topology,
-            # It fails over only what every vantage point, its own probe included, found
-            # gone: no second look at the lost cluster holds the switch up.
-            build_executor(
-                topology_file,
-                address,
-                state_dir,
-                DEFAULT_CATCH_UP_TIMEOUT_S,
-                PROBE_TIMEOUT_S,
-                look_at_lost_cluster=False,
-            ),
+            executor(),
             ConsulCoordinator(address),
-            [
-                DirectProbe(name, lambda alias: probes.serves(alias, app_topics)),
-                ConsulHealth(ConsulClient(address)),
-                *_heartbeat_vantages(heartbeats),
-            ],
+            vantages,
             replica=name,
             lock_timing=timing,
+            executor_factory=executor,
+            max_concurrent_moves=max_concurrent_failovers,
         )
         serve_metrics(metrics_port)
         stop = threading.Event()
@@ -114,9 +142,15 @@ def register(app: typer.Typer) -> None:
             heartbeats.stop(timeout_s=2.0)
 
 
-def _heartbeat_vantages(observer: HeartbeatObserver) -> list[Source]:
-    """A vantage point per cluster that heartbeats are read on (:class:`HeartbeatArrivals`)."""
+def _heartbeat_vantages(observer: HeartbeatObserver) -> list[HeartbeatArrivals]:
+    """A vantage point per cluster that heartbeats are read on (:class:`HeartbeatArrivals`),
+    with the clusters whose heartbeats a flow copies there."""
     return [
-        HeartbeatArrivals(alias, observer.freshness, HEARTBEAT_SILENCE_S)
-        for alias in sorted(observer.routes)
+        HeartbeatArrivals(
+            alias,
+            observer.freshness,
+            HEARTBEAT_SILENCE_S,
+            carries=frozenset().union(*topics.values()) - {alias},
+        )
+        for alias, topics in sorted(observer.routes.items())
     ]

@@ -15,9 +15,19 @@ __all__ = ["FAILOVER_OUTCOMES", "ControllerMetrics", "controller_metrics"]
 
 #: The ``outcome`` label of ``drsvc_controller_failovers_total``: the state the failover's record
 #: ended in when the executor returned (``running`` when it stopped with its record unfinished,
-#: ``rolling_back`` likewise), ``refused`` (the executor refused to start or resume it) or
-#: ``error`` (it stopped on an error, for example Consul unreachable or the lead lost).
-FAILOVER_OUTCOMES = ("completed", "rolled_back", "running", "rolling_back", "refused", "error")
+#: ``rolling_back`` likewise), ``refused`` (the executor refused to start or resume it),
+#: ``error`` (it stopped on an error, for example Consul unreachable or the lead lost) or ``held``
+#: (it never started: the fresh look just before a failover no longer found the cluster down or
+#: the target up, or the application had moved; or a failover to resume had found an executor).
+FAILOVER_OUTCOMES = (
+    "completed",
+    "rolled_back",
+    "running",
+    "rolling_back",
+    "refused",
+    "error",
+    "held",
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,8 @@ def controller_metrics(registry: CollectorRegistry = REGISTRY) -> ControllerMetr
             "drsvc_controller_failovers",
             "Failovers the controller started (action=failover) or resumed (action=resume), by"
             " outcome: the record's state when the executor returned (completed, rolled_back,"
-            " running, rolling_back), refused, or error.",
+            " running, rolling_back), refused, error, or held (stood down just before it"
+            " started).",
             ["app", "action", "outcome"],
             registry=registry,
         ),

@@ -16,6 +16,8 @@ from failover.dr_decision import (
     Observation,
     cluster_health,
     decide,
+    recheck,
+    stood_down,
 )
 
 SETTINGS = ControllerSettings(
@@ -139,12 +141,24 @@ def test_never_a_failback_and_never_while_a_switch_is_under_way() -> None:
     assert "switch is under way" in history[-1][0].reason
 
 
-def test_a_running_failover_is_resumed_not_started_again() -> None:
+def test_an_orphaned_failover_is_resumed_not_started_again() -> None:
     running = AppView("orders", None, auto_failover=True, candidates=("west",), running="f-1")
     history = run([(0.0, seen(0.0, (False, False)))], apps=(running,))
     assert history[0][0] == Decision(
-        "orders", Action.RESUME, "failover f-1 has not finished", failover_id="f-1"
+        "orders",
+        Action.RESUME,
+        "failover f-1 has not finished and its executor is gone",
+        failover_id="f-1",
     )
+
+
+def test_a_failover_whose_executor_holds_the_lock_is_left_to_it() -> None:
+    # Started by the API or the CLI, or by another move: its executor is alive.
+    alive = AppView("orders", None, auto_failover=True, candidates=("west",), running="f-1",
+                    holder_alive=True)  # fmt: skip
+    history = run([(t, seen(t, (False, False))) for t in range(0, 30)], apps=(alive,))
+    assert set(actions(history)) == {"hold"}
+    assert "f-1 is running (its executor holds the application's lock)" in history[-1][0].reason
 
 
 @pytest.mark.parametrize("age", [0.0, 99.0])
@@ -159,3 +173,79 @@ def test_the_cooldown_holds_a_second_failover_also_across_leaders(age: float) ->
 def test_one_failover_per_cooldown_from_the_same_leader() -> None:
     history = run([(t, seen(t, (False, False))) for t in range(0, 40)])
     assert actions(history).count("failover") == 1
+
+
+# -- vantage points that are one --------------------------------------------------------------
+
+
+def test_observations_from_one_viewpoint_count_once() -> None:
+    # The controller's probe of east and east's own heartbeats read by the controller: both only
+    # say whether the controller reaches east.
+    own = [
+        Observation("east", "probe@c1", False, 1.0, viewpoint="controller"),
+        Observation("east", "heartbeats@east", False, 1.0, viewpoint="controller"),
+    ]
+    health, why = cluster_health("east", own, SETTINGS, 1.0)
+    assert health is ClusterHealth.UNCERTAIN
+    assert why == (
+        "east: 1 fresh vantage point(s) (controller: heartbeats@east and probe@c1), 2 needed"
+    )
+    elsewhere = [*own, Observation("east", "heartbeats@west", False, 1.0)]
+    assert cluster_health("east", elsewhere, SETTINGS, 1.0)[0] is ClusterHealth.DOWN
+    # Within a viewpoint, one vantage still reaching it is enough to keep it up.
+    split = [*elsewhere[1:], Observation("east", "probe@c1", True, 1.0, viewpoint="controller")]
+    assert cluster_health("east", split, SETTINGS, 1.0)[0] is ClusterHealth.UNCERTAIN
+
+
+# -- the fresh look before a move ---------------------------------------------------------------
+
+MOVE = Decision("orders", Action.FAILOVER, "east down", to="west", from_cluster="east")
+
+
+def fresh(east: Sequence[bool | None], west: Sequence[bool | None] = (True, True)):
+    return seen(50.0, east, west)
+
+
+@pytest.mark.parametrize(
+    ("app", "observations", "why"),
+    [
+        (ORDERS, fresh((True, False)), "a fresh look before the move: east: still reachable"),
+        (ORDERS, fresh((False, None)), "east: 1 fresh vantage point(s) (controller), 2 needed"),
+        (ORDERS, fresh((False, False), (False, False)), "west: unreachable from"),
+        (ORDERS, fresh((False, False), (True, None)), "west: 1 fresh vantage point(s)"),
+        (AppView("orders", "west", True, ("east",)), fresh((False, False)),
+         "it is active on west now, not east"),
+        (AppView("orders", None, True, ()), fresh((False, False)), "on none now"),
+        (AppView("orders", "east", True, ("west",), running="f-2"), fresh((False, False)),
+         "failover f-2 started meanwhile"),
+    ],
+)  # fmt: skip
+def test_a_move_stands_down_when_the_fresh_look_disagrees(
+    app: AppView, observations: list[Observation], why: str
+) -> None:
+    checked = recheck(MOVE, app, observations, SETTINGS, 50.0)
+    assert checked.action is Action.HOLD
+    assert why in checked.reason
+
+
+def test_a_move_goes_ahead_when_the_fresh_look_agrees() -> None:
+    checked = recheck(MOVE, ORDERS, fresh((False, False)), SETTINGS, 50.0)
+    assert (checked.action, checked.to) == (Action.FAILOVER, "west")
+    assert "a fresh look agrees (east: unreachable from" in checked.reason
+
+
+def test_old_observations_are_no_fresh_look() -> None:
+    stale = seen(40.0, (False, False))  # older than max_observation_age_s at 50
+    assert recheck(MOVE, ORDERS, stale, SETTINGS, 50.0).action is Action.HOLD
+
+
+def test_a_move_stood_down_leaves_no_cooldown() -> None:
+    down = [(t, seen(t, (False, False))) for t in range(0, 11)]
+    state = ControllerState()
+    for now, observations in down:
+        state, decisions = decide(state, observations, (ORDERS,), CLUSTERS, SETTINGS, now)
+    assert decisions[0].action is Action.FAILOVER and decisions[0].from_cluster == "east"
+    state = stood_down(state, "orders")
+    state, decisions = decide(state, seen(11.0, (False, False)), (ORDERS,), CLUSTERS, SETTINGS,
+                              11.0)  # fmt: skip
+    assert decisions[0].action is Action.FAILOVER

@@ -7,7 +7,7 @@ import threading
 import time
 
 from drsvc.runtime.controller.observe import DirectProbe, HeartbeatArrivals, Observer
-from failover.dr_decision import Observation
+from failover.dr_decision import ClusterHealth, ControllerSettings, Observation, cluster_health
 from failover.heartbeats import Freshness, FreshnessState
 
 
@@ -106,3 +106,82 @@ def test_no_evidence_says_nothing() -> None:
     # but west's own silence is evidence about west
     own = arrivals(west_silent)("west", 100.0)
     assert own is not None and not own.reachable
+
+
+# -- one vantage point, however many sources (issue 32) ---------------------------------------
+
+
+def test_the_controllers_probe_and_the_clusters_own_heartbeats_are_one_vantage_point() -> None:
+    # A partition between the controller and east: its probe fails and east's own heartbeats,
+    # which it reads from east, go silent, while east serves its clients. Two sources, one
+    # vantage point: nothing is decided on them.
+    probe = DirectProbe("c1", lambda cluster: False)("east", 100.0)
+    silent = {("east", "east"): stream(9.0)}
+    own = HeartbeatArrivals("east", lambda: silent, fresh_within_s=3.0)("east", 100.0)
+    assert probe is not None and own is not None
+    health, why = cluster_health("east", [probe, own], ControllerSettings(min_vantages=2), 100.5)
+    assert health is ClusterHealth.UNCERTAIN, why
+    # Copied to west and silent there too: another place in the network agrees.
+    pairs = {("west", "west"): stream(0.5), ("west", "east"): stream(9.0)}
+    there = arrivals(pairs)("east", 100.0)
+    assert there is not None
+    health, why = cluster_health(
+        "east", [probe, own, there], ControllerSettings(min_vantages=2), 100.5
+    )
+    assert health is ClusterHealth.DOWN, why
+
+
+def test_each_source_says_where_it_sees_a_cluster_from() -> None:
+    probe = DirectProbe("c1", lambda cluster: True)
+    assert probe.viewpoint("east") == "controller"
+    on_west = HeartbeatArrivals("west", dict, fresh_within_s=3.0, carries={"east"})
+    assert on_west.viewpoint("west") == "controller"  # read by the controller itself
+    assert on_west.viewpoint("east") == "heartbeats@west"
+    assert on_west.viewpoint("south") is None  # no flow copies south's heartbeats to west
+
+
+# -- the fresh look before a move ---------------------------------------------------------------
+
+
+def test_a_fresh_look_counts_only_asks_made_after_the_mark() -> None:
+    answers = iter([False, True, True])
+    asked: list[float] = []
+
+    def source(cluster: str, now_s: float) -> Observation:
+        asked.append(now_s)
+        return Observation(cluster, "consul", next(answers), now_s)
+
+    observer = Observer([source], wait_s=1)
+    try:
+        assert [o.reachable for o in observer.observe(["east"], 1.0)] == [False]
+        mark = observer.mark()
+        # The cycle's answer came before the mark: it is asked again.
+        first = observer.fresh({"east"}, 2.0, mark, wait_s=1)
+        assert [(o.reachable, o.at_s) for o in first] == [(True, 2.0)]
+        # A second move decided at the same mark shares that ask.
+        again = observer.fresh({"east"}, 3.0, mark, wait_s=1)
+        assert [(o.reachable, o.at_s) for o in again] == [(True, 2.0)]
+        assert asked == [1.0, 2.0]
+    finally:
+        observer.close()
+
+
+def test_a_fresh_look_waits_at_most_its_wait_for_a_slow_source() -> None:
+    release = threading.Event()
+
+    def fast(cluster: str, now_s: float) -> Observation:
+        return Observation(cluster, "consul", False, now_s)
+
+    def dead_probe(cluster: str, now_s: float) -> Observation:
+        release.wait(5)
+        return Observation(cluster, "probe", False, now_s)
+
+    observer = Observer([fast, dead_probe], wait_s=0.05)
+    try:
+        started = time.monotonic()
+        seen = observer.fresh({"east"}, 1.0, observer.mark(), wait_s=0.2)
+        assert time.monotonic() - started < 1
+        assert [o.vantage for o in seen] == ["consul"]
+    finally:
+        release.set()
+        observer.close()

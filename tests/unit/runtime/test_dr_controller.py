@@ -1,11 +1,13 @@
 """The controller's loop around the pure decision: the lead, what it asks the executor, what it
 does when the lead is lost, and what it counts in its metrics (an in-memory coordinator, a fake
-executor, a fake clock, a registry of its own per test)."""
+executor, a fake clock, a registry of its own per test). Moves run on the controller's worker
+threads: the tests wait for them (``wait_for_moves``) before they look."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from memory_coordination import FakeClock, MemoryCoordinator
@@ -53,6 +55,8 @@ class FakeExecutor:
     resumed: list[str] = field(default_factory=list)
     #: what start and resume return (the record's state) or raise
     ends: FailoverState | Exception = FailoverState.COMPLETED
+    #: the store the controller's moves read through (set by ``_controller``)
+    coordinator: Any = None
 
     def active(self, app: Application) -> ActiveDocument:
         return ActiveDocument(self.active_on, self.epoch)
@@ -70,7 +74,7 @@ class FakeExecutor:
         self.started.append(request)
         return self._end(request.app, request.to)
 
-    def resume(self, failover_id: str) -> object:
+    def resume(self, failover_id: str, wait_s: float | None = None) -> object:
         self.resumed.append(failover_id)
         return self._end("orders", "west")
 
@@ -100,24 +104,48 @@ def _controller(
     *,
     replica: str = "c1",
     registry: CollectorRegistry | None = None,
+    topology: str = TOPOLOGY,
+    **options: Any,
 ) -> DrController:
-    def vantage(name: str):  # type: ignore[no-untyped-def]
-        def look(cluster: str, now: float) -> Observation:
-            return Observation(cluster, name, cluster != "east" or east_up[0], now)
-
-        return look
-
+    executor.coordinator = store
     return DrController(
-        load_topology_text(TOPOLOGY),
+        load_topology_text(topology),
         executor,  # type: ignore[arg-type]
         store,
-        [vantage("probe"), vantage("consul")],
+        [vantage("probe", east_up), vantage("consul", east_up)],
         replica=replica,
         lock_timing=LockTiming(2, 1),
         clock=clock.monotonic,
         wall_ms=lambda: 10_000_000,
         metrics=controller_metrics(registry or CollectorRegistry()),
+        **options,
     )
+
+
+def vantage(name: str, east_up: list[bool]):  # type: ignore[no-untyped-def]
+    """A vantage point that sees west up, and east as ``east_up[0]`` says when asked."""
+
+    def look(cluster: str, now: float) -> Observation:
+        return Observation(cluster, name, cluster != "east" or east_up[0], now)
+
+    return look
+
+
+def cycles(controller: DrController, clock: FakeClock, n: int) -> None:
+    """``n`` cycles a second apart, each with its moves run to their end."""
+    for _ in range(n):
+        controller.cycle()
+        settle(controller)
+        clock.advance(1)
+
+
+def settle(controller: DrController) -> None:
+    """Wait for the moves the controller handed to its worker threads. (A controller without
+    ``wait_for_moves`` ran every move inside ``cycle``: so do these tests on the code before
+    moves ran on threads, where they show what it did.)"""
+    wait_for_moves = getattr(controller, "wait_for_moves", None)
+    if wait_for_moves is not None:
+        assert wait_for_moves(10)
 
 
 def test_only_the_leader_acts_and_one_outage_is_one_request(clock: FakeClock) -> None:
@@ -128,9 +156,7 @@ def test_only_the_leader_acts_and_one_outage_is_one_request(clock: FakeClock) ->
     follower = _controller(clock, store, FakeExecutor(), east_up)
     assert leader._lead() and not follower._lead()
     east_up[0] = False
-    for _ in range(5):
-        leader.cycle()
-        clock.advance(1)
+    cycles(leader, clock, 5)
     assert [(r.app, r.to, r.request_id) for r in executor.started] == [
         ("orders", "west", "auto-orders-e4")
     ]
@@ -142,7 +168,7 @@ def test_an_unfinished_failover_is_resumed(clock: FakeClock) -> None:
     executor = FakeExecutor(active_on=None, unfinished="f-7")
     controller = _controller(clock, store, executor, [False])
     assert controller._lead()
-    controller.cycle()
+    cycles(controller, clock, 1)
     assert executor.resumed == ["f-7"] and executor.started == []
 
 
@@ -172,13 +198,9 @@ def test_decisions_are_counted_by_app_and_action(clock: FakeClock) -> None:
     east_up = [True]
     controller = _controller(clock, MemoryCoordinator(clock), executor, east_up, registry=registry)
     assert controller._lead()
-    for _ in range(2):  # east up: hold, twice
-        controller.cycle()
-        clock.advance(1)
+    cycles(controller, clock, 2)  # east up: hold, twice
     east_up[0] = False
-    for _ in range(5):  # down for 0, 1, 2 s: hold; 3 s: failover; then the cooldown holds
-        controller.cycle()
-        clock.advance(1)
+    cycles(controller, clock, 5)  # down for 0, 1, 2 s: hold; 3 s: failover; then the cooldown
     decisions = "drsvc_controller_decisions_total"
     assert _sample(registry, decisions, app="orders", action="hold") == 6
     assert _sample(registry, decisions, app="orders", action="failover") == 1
@@ -204,22 +226,26 @@ def test_a_resumed_failover_is_counted_by_outcome(
     executor = FakeExecutor(active_on=None, unfinished="f-7", ends=ends)
     controller = _controller(clock, MemoryCoordinator(clock), executor, [False], registry=registry)
     assert controller._lead()
-    controller.cycle()
+    cycles(controller, clock, 1)
     assert executor.resumed == ["f-7"]
     labels = {"app": "orders", "action": "resume"}
     assert _sample(registry, "drsvc_controller_decisions_total", **labels) == 1
     assert _sample(registry, "drsvc_controller_failovers_total", **labels, outcome=outcome) == 1
 
 
-def test_a_lost_lead_is_counted_as_an_error_and_not_swallowed(clock: FakeClock) -> None:
+def test_a_move_that_lost_its_application_lock_is_counted_as_an_error_and_the_lead_stays(
+    clock: FakeClock,
+) -> None:
+    # The executor's own lock (the application's) lapsed under a move: that move stops, and
+    # the controller, whose lead is a different lock, goes on leading.
     registry = CollectorRegistry()
     executor = FakeExecutor(active_on=None, unfinished="f-7", ends=LockLostError("lost"))
     controller = _controller(clock, MemoryCoordinator(clock), executor, [False], registry=registry)
     assert controller._lead()
-    with pytest.raises(LockLostError):
-        controller.cycle()
+    cycles(controller, clock, 1)
     labels = {"app": "orders", "action": "resume", "outcome": "error"}
     assert _sample(registry, "drsvc_controller_failovers_total", **labels) == 1
+    assert controller.leading
 
 
 def test_the_leader_gauge_follows_the_lock(clock: FakeClock) -> None:
@@ -261,3 +287,165 @@ def test_a_stopped_leader_is_no_longer_counted_as_leading(clock: FakeClock) -> N
     assert leading_during_the_cycle == [1]
     assert _sample(registry, "drsvc_controller_leader", replica="c1") == 0
     assert _sample(registry, "drsvc_controller_decisions_total", app="orders", action="hold") == 1
+
+
+# -- decided per action (issue 32) -----------------------------------------------------------
+
+
+def _apps(n: int) -> str:
+    """The shop with ``n`` opted-in applications on east: a1, a2, ..."""
+    head = TOPOLOGY.split("applications:", maxsplit=1)[0]
+    apps = "".join(
+        f"  - {{name: a{i}, groups: [g{i}], topics: [t{i}], preferred: east,"
+        " auto_failover: true}\n"
+        for i in range(1, n + 1)
+    )
+    controller = "controller: {unreachable_after_s: 3, healthy_after_s: 0, interval_s: 1}\n"
+    return f"{head}applications:\n{apps}{controller}"
+
+
+def test_a_cluster_back_after_the_cycle_looked_is_not_failed_away_from(clock: FakeClock) -> None:
+    # East is down for the threshold; the cycle's observations say so; east answers again right
+    # after they were taken (here: while the cycle reads the application's state). The move
+    # looks again first and stands down.
+    east_up = [False]
+    decided_at = clock.monotonic() + 3  # down for 0, 1, 2 s: hold; 3 s: failover
+
+    class EastBackAfterTheLook(FakeExecutor):
+        def failover_targets(self, app: Application, active: str) -> list[str]:
+            if clock.monotonic() >= decided_at:
+                east_up[0] = True
+            return super().failover_targets(app, active)
+
+    registry = CollectorRegistry()
+    executor = EastBackAfterTheLook()
+    controller = _controller(clock, MemoryCoordinator(clock), executor, east_up, registry=registry)
+    assert controller._lead()
+    cycles(controller, clock, 4)
+    assert controller.decisions.counts[("orders", "failover")] == 1  # decided on the old look
+    assert executor.started == []  # and stood down on the fresh one
+    held = {"app": "orders", "action": "failover", "outcome": "held"}
+    assert _sample(registry, "drsvc_controller_failovers_total", **held) == 1
+
+
+def test_east_back_during_the_first_move_keeps_the_others_where_they_are(
+    clock: FakeClock,
+) -> None:
+    # Three applications on east, one move at a time: the first move takes 20 s (an unplanned
+    # failover's lease wait), and east is back by its end. The two queued behind it look again
+    # before they start, see east up, and stay.
+    east_up = [False]
+    log: list[tuple[str, str]] = []
+
+    class SlowExecutor(FakeExecutor):
+        def start(self, request: FailoverRequest) -> object:
+            log.append((request.app, "east up" if east_up[0] else "east down"))
+            if len(log) == 1:
+                clock.advance(20)
+                east_up[0] = True
+            return super().start(request)
+
+    executor = SlowExecutor()
+    controller = _controller(clock, MemoryCoordinator(clock), executor, east_up,
+                             topology=_apps(3), max_concurrent_moves=1)  # fmt: skip
+    assert controller._lead()
+    cycles(controller, clock, 5)
+    assert log == [("a1", "east down")]
+    # Stood down, they keep no cooldown: east lost again, they move once it has been down for
+    # the threshold again.
+    east_up[0] = False
+    cycles(controller, clock, 6)
+    assert log == [("a1", "east down"), ("a2", "east down"), ("a3", "east down")]
+
+
+def test_five_applications_start_their_moves_together_within_one_cycle(
+    clock: FakeClock,
+) -> None:
+    # Every start waits until all five have started: one after another, the first would wait
+    # for ever (here: until the barrier's timeout breaks it).
+    together = threading.Barrier(5, timeout=5)
+
+    class TogetherExecutor(FakeExecutor):
+        def start(self, request: FailoverRequest) -> object:
+            together.wait()
+            return super().start(request)
+
+    executor = TogetherExecutor()
+    controller = _controller(clock, MemoryCoordinator(clock), executor, [False],
+                             topology=_apps(5))  # fmt: skip
+    assert controller._lead()
+    cycles(controller, clock, 3)  # down for 0, 1, 2 s: hold
+    assert executor.started == []
+    controller.cycle()  # down for 3 s: five failovers, one cycle
+    settle(controller)
+    assert sorted(r.app for r in executor.started) == [f"a{i}" for i in range(1, 6)]
+    assert not together.broken
+
+
+def test_a_failover_whose_executor_is_alive_is_left_to_it(clock: FakeClock) -> None:
+    # A failover the API started is running (its lock held through a live session): the
+    # controller neither resumes it nor waits for its lock. Once the holder's session is gone
+    # (the API died), the controller resumes the same failover.
+    store = MemoryCoordinator(clock)
+    holder = store.try_lock(
+        "drsvc/shop/apps/orders/lock", '{"failover_id": "f-7"}', ttl_s=2, lock_delay_s=1
+    )
+    assert holder is not None
+    executor = FakeExecutor(active_on=None, unfinished="f-7")
+    controller = _controller(clock, store, executor, [False])
+    assert controller._lead()
+    cycles(controller, clock, 3)
+    assert executor.resumed == []
+    assert controller.decisions.counts.get(("orders", "resume")) is None
+    assert "its executor holds the application's lock" in controller.decisions.last["orders"]
+    store.expire(holder.session)
+    cycles(controller, clock, 1)
+    assert executor.resumed == ["f-7"]
+
+
+def test_a_resume_waiting_for_a_lock_never_holds_the_loop_or_other_applications(
+    clock: FakeClock,
+) -> None:
+    # orders: a failover whose executor died; its resume waits for the lock (at most the lock
+    # delay). ledger: on east, which is down. ledger's failover starts while orders' resume
+    # still waits, and each cycle returns at once.
+    topology = TOPOLOGY.replace(
+        "controller:",
+        "  - {name: ledger, groups: [l], topics: [ledger], preferred: east, auto_failover: true}\n"
+        "controller:",
+    )
+    release = threading.Event()
+    resumed_to_its_end = threading.Event()
+
+    class Executor(FakeExecutor):
+        def active(self, app: Application) -> ActiveDocument:
+            return ActiveDocument(None if app.name == "orders" else "east", self.epoch)
+
+        def running(self, app: Application) -> str | None:
+            return "f-7" if app.name == "orders" and not resumed_to_its_end.is_set() else None
+
+        def resume(self, failover_id: str, wait_s: float | None = None) -> object:
+            self.resumed.append(failover_id)
+            release.wait(5)
+            resumed_to_its_end.set()
+            return _Done("orders", "west", FailoverState.COMPLETED)
+
+    executor = Executor()
+    controller = _controller(clock, MemoryCoordinator(clock), executor, [False],
+                             topology=topology)  # fmt: skip
+    assert controller._lead()
+    try:
+        for _ in range(5):  # ledger: east down for 0 to 3 s, a failover at 3 s
+            controller.cycle()
+            clock.advance(1)
+        assert not resumed_to_its_end.is_set()
+        deadline = threading.Event()
+        for _ in range(50):  # ledger's move runs on its own thread: give it a moment
+            if executor.started:
+                break
+            deadline.wait(0.1)
+        assert [r.app for r in executor.started] == ["ledger"]
+        assert executor.resumed == ["f-7"]  # once: its move is still running
+    finally:
+        release.set()
+    settle(controller)
