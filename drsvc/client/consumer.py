@@ -10,28 +10,28 @@ newer ones in the local topic: each local partition is held paused until the gro
 remote copies' same partitions up to the failover's cut-off, so per-key order holds.
 
 Leaving a cluster. The consumer follows the application's active cluster on its own, not only
-inside ``poll``/``consume``: when the key says none or names another cluster, or when the lease
-of the last answer naming its cluster ends, it stops handing out records, commits what the
-application processed (if the lease still allows) and closes its membership there, so the
-group has no member left on the old cluster for the failover to wait for. Nothing is committed
-to a cluster later than half a second before that lease ends: :meth:`FailoverConsumer.commit`
-raises :class:`NoActiveClusterError` instead, and automatic commits (``enable.auto.commit``, on
-by default) are made by this class, within the lease, not by librdkafka in the background, which
+inside ``poll``/``consume``. Once the key says none or names another cluster, no more records are
+handed out from the old cluster: the application's next call commits what it processed and
+closes the membership there. If the application does not call within the lease of the last
+answer naming the old cluster (less ``min(1.5 s, lease/4)``), or that lease is about to end
+without an answer at all, a guard thread leaves for it, so the group has no member left on the
+old cluster for the failover to wait for. Nothing is committed to a cluster later than half a
+second before that lease ends: :meth:`FailoverConsumer.commit` raises
+:class:`NoActiveClusterError` instead, and automatic commits (``enable.auto.commit``, on by
+default) are made by this class, within the lease, not by librdkafka in the background, which
 would go on committing to the old cluster after a switch.
 
-"Processed" means returned by an earlier ``poll``/``consume`` call (or passed to ``commit``):
-the messages of the last call may still be in the application's hands when the switch is noticed
-on another thread, so they are not committed then and are read again on the new cluster. With
-``enable.auto.offset.store`` (on by default) this class stores each call's offsets at the next
-call, or at ``commit()``.
+"Processed" means returned by an earlier ``poll``/``consume`` call, or covered by a ``commit``
+or ``close`` call. With ``enable.auto.offset.store`` (on by default) this class stores each
+call's offsets at the next call, so a batch still in the application's hands when the guard
+has to leave for it is not committed: it is read again on the new cluster.
 
 Threads. confluent-kafka's consumer is not to be used from two threads at once. Every call into
-it is made under one lock; ``consume`` holds it for slices of at most 0.2 s, so a switch is acted
-on within one slice. The follower's notifier thread never waits for that lock (it tells other
-clients too): it acts when the lock is free and otherwise leaves the change to the application's
-thread, which sees it at the end of its slice, or to a helper thread that waits for the lock. A
-consumer being left is handed to a thread of its own, which commits and closes it: nothing else
-touches it then.
+it is made under one lock; ``consume`` holds it for slices of at most 0.2 s. The follower's
+notifier thread never takes that lock (it tells other clients too): it only wakes the guard. The
+guard takes the lock between the application's calls, or leaves the work to the application's
+thread, which checks the same deadlines at every slice. A consumer being left is handed to a
+thread of its own, which commits and closes it: nothing else touches it then.
 
 Rules for the application: process each message before the next ``poll``/``consume`` call and
 commit with ``commit()`` (or automatic commits) rather than with a message kept from before a
@@ -76,6 +76,11 @@ _GATE_CHECK_S = 0.5
 _LEAVE_WAIT_S = 30.0
 #: no commit is sent to a cluster later than this before the lease of the answer naming it ends
 _LEASE_MARGIN_S = 0.5
+#: the guard leaves a cluster for the application this long before that lease ends (at most a
+#: quarter of the lease: a healthy watch renews it every quarter), so a last commit can be made
+_LEAVE_LEAD_S = 1.5
+#: how often the guard looks at the deadlines (it is also woken by every change)
+_GUARD_TICK_S = 0.25
 #: librdkafka's default interval of automatic commits
 _AUTO_COMMIT_INTERVAL_MS = 5000
 #: how often a topology file is looked at for changes (a source added to an aggregate cluster)
@@ -137,7 +142,14 @@ class FailoverConsumer:
         self._next_gate_check = 0.0
         self._closed = False
         self._leaving: list[threading.Thread] = []
+        #: the lease of the document the joined cluster was read from (seconds)
+        self._joined_lease_s = 0.0
+        self._wake = threading.Event()
         self._unsubscribe = self._active.subscribe(self._on_change)
+        self._guard = threading.Thread(
+            target=self._guard_loop, name=f"drsvc-guard-{self._app.name}", daemon=True
+        )
+        self._guard.start()
         self._active.start()
 
     # ------------------------------------------------------------------ what it reads
@@ -260,14 +272,16 @@ class FailoverConsumer:
         nothing is committed to a cluster after the failover may have set the group's offsets
         elsewhere."""
         with self._lock:
+            if message is None and offsets is None:
+                # Calling commit says the messages of the last call were processed: if the
+                # consumer leaves its cluster now, they are committed on the way out.
+                self._store_returned()
             consumer = self._usable("commit")
             kwargs: dict[str, Any] = {"asynchronous": asynchronous}
             if message is not None:
                 kwargs["message"] = message
             if offsets is not None:
                 kwargs["offsets"] = offsets
-            if message is None and offsets is None:
-                self._store_returned()
             result: list[TopicPartition] | None = consumer.commit(**kwargs)
             return result
 
@@ -281,6 +295,8 @@ class FailoverConsumer:
             self._store_returned()  # closing says the last messages were processed too
             self._leave("closing")
         self._unsubscribe()
+        self._wake.set()
+        self._guard.join(_LEAVE_WAIT_S)
         for leaving in self._leaving:
             leaving.join(_LEAVE_WAIT_S)
         if self._owns_active:
@@ -295,42 +311,62 @@ class FailoverConsumer:
     # ------------------------------------------------------------------ following the switch
 
     def _ensure(self) -> Consumer | None:
-        state = self._follow()
+        state = self._follow(by_application=True)
         wanted = None if state.cluster is None else (state.cluster, state.epoch)
         if wanted is None or not self._names:
             return self._consumer
-        if self._consumer is None:
+        if self._consumer is None and self._clock() < self._leave_by(wanted, state):
             self._join(state)
         return self._consumer
 
-    def _follow(self) -> ActiveState:
-        """Leave the joined cluster if the state no longer names it (under the lock)."""
+    def _follow(self, *, by_application: bool) -> ActiveState:
+        """Leave the joined cluster (under the lock) when the state no longer names it and the
+        application is here to have processed what it read (``by_application``), or when the
+        lease of the last answer naming it is about to end, whoever calls."""
         state = self._active.state()
+        joined = self._joined
+        if joined is None:
+            return state
         wanted = None if state.cluster is None else (state.cluster, state.epoch)
-        if self._joined is not None and self._joined != wanted:
+        if joined != wanted and by_application:
             self._leave(state.reason if state.cluster is None else f"now active: {state.cluster}")
+        elif self._clock() >= self._leave_by(joined):
+            self._leave(
+                f"the lease on {joined[0]} ends in less than {self._lead_s(self._joined_lease_s)}"
+                " s" + ("" if joined == wanted else f" ({state.reason})")
+            )
         return state
 
-    def _on_change(self, state: ActiveState) -> None:
-        """From the follower's notifier: leave the old cluster now, not at the next consume.
-        Never waits for the lock (the notifier tells the application's other clients too)."""
-        if self._lock.acquire(blocking=False):
-            try:
-                if not self._closed:
-                    self._follow()
-            finally:
-                self._lock.release()
-            return
-        # The application's thread is inside a call: it sees the change at the end of its
-        # consume slice; should it have left for a long time, this thread acts once it can.
-        threading.Thread(
-            target=self._follow_when_free, name=f"drsvc-follow-{self._app.name}", daemon=True
-        ).start()
+    def _leave_by(self, value: tuple[str, int], state: ActiveState | None = None) -> float:
+        """When the guard leaves ``value`` (a cluster and epoch) at the latest."""
+        lease_s = self._joined_lease_s
+        if state is not None and state.document is not None:
+            lease_s = state.document.lease_ms / 1000
+        return self._active.lease_end_s(*value) - self._lead_s(lease_s)
 
-    def _follow_when_free(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._follow()
+    @staticmethod
+    def _lead_s(lease_s: float) -> float:
+        return min(_LEAVE_LEAD_S, lease_s / 4)
+
+    def _on_change(self, state: ActiveState) -> None:
+        """From the follower's notifier: wake the guard; never wait for the consumer's lock."""
+        self._wake.set()
+
+    def _guard_loop(self) -> None:
+        """Leave the old cluster for an application that does not call in time."""
+        while not self._closed:
+            if self._lock.acquire(timeout=_GUARD_TICK_S):
+                try:
+                    if not self._closed:
+                        self._follow(by_application=False)
+                    joined = self._joined
+                    left = (
+                        _GUARD_TICK_S if joined is None else self._leave_by(joined) - self._clock()
+                    )
+                finally:
+                    self._lock.release()
+                self._wake.wait(max(0.01, min(left, _GUARD_TICK_S)))
+                self._wake.clear()
 
     def _commit_deadline(self) -> float:
         """The last moment a commit may be sent to the joined cluster (0: none joined)."""
@@ -340,7 +376,7 @@ class FailoverConsumer:
 
     def _usable(self, what: str) -> Consumer:
         """The joined consumer, if ``what`` may still reach its cluster (under the lock)."""
-        self._follow()
+        self._follow(by_application=True)
         consumer = self._consumer
         if consumer is None or self._joined is None:
             raise NoActiveClusterError(
@@ -401,6 +437,7 @@ class FailoverConsumer:
         self._returned = []
         self._consumer = consumer
         self._joined = (cluster, state.epoch)
+        self._joined_lease_s = state.document.lease_ms / 1000
         self._next_auto_commit = self._clock() + self._commit_interval_s
         self._subscribe(consumer, cluster)
         log.info("application %s: consuming on %s (epoch %d)", self._app.name, cluster,

@@ -114,8 +114,9 @@ def test_a_commit_late_in_the_lease_is_refused(
     active, consumer, _ = _joined_east(store, clock)
     clock.advance(LEASE_S - MARGIN_S / 2)  # the lease still holds, but only just
     assert active.cluster == "east"
-    with pytest.raises(NoActiveClusterError, match="lease on east"):
+    with pytest.raises(NoActiveClusterError):
         consumer.commit()
+    _eventually(lambda: bool(_east(traffic, "close")), "east's consumer closed")
     assert _east(traffic, "commit") == []
 
 
@@ -133,23 +134,47 @@ def test_the_old_cluster_is_left_by_the_leases_end_without_a_poll(
     assert consumer.cluster is None
 
 
-def test_hearing_none_commits_what_was_processed_and_leaves_at_once(
+def test_hearing_none_the_next_call_commits_what_was_processed_and_leaves(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, _ = _joined_east(store, clock)
-    consumer.consume(2, 0)  # the first two are processed; 2 and 3 are in the application's hands
+    active, consumer, lease_end = _joined_east(store, clock)
+    consumer.consume(2, 0)  # 0 and 1 are processed; 2 and 3 are in the application's hands
     write(store, None, 2, lease_ms=int(LEASE_S * 1000))
     active.watch_once()
     active.notify_changes()
+    time.sleep(0.5)  # the guard's ticks: it leaves the application time to finish
+    assert _east(traffic, "close") == []
+    assert consumer.consume(2, 0) == []  # nothing more from east; 2 and 3 are processed now
     _eventually(lambda: bool(_east(traffic, "close")), "east's consumer closed")
-    assert [w for w, _ in _east(traffic, "commit")] == ["commit orders-0@2"]
+    [(commit, at)] = _east(traffic, "commit")
+    assert commit == "commit orders-0@4"
+    assert at < lease_end - MARGIN_S
     assert consumer.cluster is None
+
+
+def test_hearing_none_the_guard_leaves_for_an_application_that_does_not_call(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    active, consumer, lease_end = _joined_east(store, clock)
+    consumer.consume(2, 0)  # 0 and 1 are processed; 2 and 3 are in the application's hands
+    write(store, None, 2, lease_ms=int(LEASE_S * 1000))
+    active.watch_once()
+    active.notify_changes()
+    clock.advance(LEASE_S - LEASE_S / 4)  # the guard's point: a quarter lease before the end
+    _eventually(lambda: bool(_east(traffic, "close")), "east's consumer closed")
+    # Only what was processed is committed; 2 and 3 are read again on the new cluster.
+    assert [w for w, at in _east(traffic, "commit") if at < lease_end - MARGIN_S] == [
+        "commit orders-0@2"
+    ]
+    assert len(_east(traffic, "commit")) == 1
+    [(_, closed_at)] = _east(traffic, "close")
+    assert closed_at < lease_end
 
 
 def test_the_notifier_never_waits_for_the_application_thread(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, _ = _joined_east(store, clock)
+    active, consumer, lease_end = _joined_east(store, clock)
     inside, done = threading.Event(), threading.Event()
 
     def application_inside_a_call() -> None:
@@ -165,11 +190,13 @@ def test_the_notifier_never_waits_for_the_application_thread(
     started = time.monotonic()
     active.notify_changes()
     assert time.monotonic() - started < 1.0
-    assert _east(traffic, "close") == []  # not while the application's thread is inside
     done.set()
     app.join(5)
     # The application went off to process for a long time: the switch is followed anyway.
+    clock.advance(LEASE_S - LEASE_S / 4)
     _eventually(lambda: bool(_east(traffic, "close")), "east's consumer closed")
+    [(_, closed_at)] = _east(traffic, "close")
+    assert closed_at < lease_end
 
 
 def test_automatic_commits_are_made_within_the_lease_and_only_of_what_was_processed(
