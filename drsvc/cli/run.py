@@ -23,6 +23,7 @@ from drsvc.cli.common import (
 )
 from drsvc.errors import ConfigError, DrsvcError
 from drsvc.runtime.failover.app_states import application_states
+from drsvc.runtime.failover.bootstrap import ensure_active_documents
 from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
 from drsvc.runtime.supervisor.live_view import LiveView, RecentEvents
 from drsvc.runtime.supervisor.plain_view import PlainView
@@ -89,6 +90,27 @@ def _application_reader(
     return read
 
 
+def _create_active_documents(topology: Topology, state_dir: Path) -> None:
+    """Each application's active document, created from the topology if its key is absent, so
+    that clients read the configured lease and an epoch from Consul from the first moment on
+    (see :mod:`drsvc.runtime.failover.bootstrap`). A Consul that does not answer yet is no
+    reason to stop the roles: the controller creates them when it leads, and an absent key
+    still means the preferred cluster under the configured lease."""
+    if not topology.applications:
+        return
+    address = resolve_consul(None, state_dir)
+    if address is None:
+        log.warning("no Consul agent known: the applications' active documents were not created")
+        return
+    try:
+        created = ensure_active_documents(topology, ConsulCoordinator(address, timeout_s=5.0))
+    except DrsvcError as err:
+        log.warning("the applications' active documents were not created: %s", err)
+        return
+    if created:
+        log.info("active documents created for %s", ", ".join(created))
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def run(
@@ -149,6 +171,7 @@ def register(app: typer.Typer) -> None:
         _log_to_file(run_dir / SUPERVISOR_LOG, log_format, verbose, events)
 
         with hold_run_lock(run_dir):
+            _create_active_documents(topology, state)
             supervisor = Supervisor(
                 specs,
                 run_dir,
