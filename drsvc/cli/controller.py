@@ -27,6 +27,7 @@ from drsvc.errors import ConfigError
 from drsvc.runtime.controller.controller import DEFAULT_CONCURRENT_MOVES, DrController
 from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe, HeartbeatArrivals
 from drsvc.runtime.controller.vantages import Vantage, require_independent_vantages
+from drsvc.runtime.failover.bootstrap import ensure_active_documents
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.runtime.failover.connect import connect_executor
 from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
@@ -95,6 +96,9 @@ def register(app: typer.Typer) -> None:
         ]
         # Refuse to start rather than decide on the controller's own connectivity alone.
         seen = require_independent_vantages(topology, vantages, topology.controller.min_vantages)
+        # Clients and executors read the lease and epoch from Consul from the first start on,
+        # not from their own copies of the topology (a key that exists is never touched).
+        ensure_active_documents(topology, ConsulCoordinator(address))
         for alias, viewpoints in sorted(seen.items()):
             shown = "; ".join(
                 f"{v} ({', '.join(sorted(s))})" for v, s in sorted(viewpoints.items())

@@ -67,10 +67,6 @@ _NUMBERS = re.compile(r"[0-9.]+s?")
 HELD = "held"
 #: How many moves run at once by default (each mostly waits: on a lease, on Kafka, on Consul).
 DEFAULT_CONCURRENT_MOVES = 8
-#: How long the fresh look before a failover waits for answers by default: a live cluster answers
-#: a metadata request well within it; a dead one's probe never answers sooner than its timeout,
-#: and the other vantage points speak for it.
-DEFAULT_RECHECK_WAIT_S = 1.0
 
 
 @dataclass
@@ -100,7 +96,8 @@ class DrController:
     ``executor`` serves the loop's reads; ``executor_factory`` makes the executor of one move
     (default: ``executor`` itself, for an executor that may be shared across threads, as the
     tests' fakes). ``max_concurrent_moves`` bounds the worker threads; ``recheck_wait_s`` how
-    long the fresh look before a failover waits for answers."""
+    long the fresh look before a failover waits for answers (default: half an interval, as a
+    cycle)."""
 
     def __init__(
         self,
@@ -116,7 +113,7 @@ class DrController:
         metrics: ControllerMetrics | None = None,
         executor_factory: Callable[[], FailoverExecutor] | None = None,
         max_concurrent_moves: int = DEFAULT_CONCURRENT_MOVES,
-        recheck_wait_s: float = DEFAULT_RECHECK_WAIT_S,
+        recheck_wait_s: float | None = None,
     ) -> None:
         self.topology = topology
         self.executor = executor
@@ -125,14 +122,18 @@ class DrController:
         self.sources = list(sources)
         # A cycle waits for answers at most half an interval: the decision is made on time even
         # while a dead cluster's probe is still waiting for its timeout.
-        self._observer = Observer(self.sources, wait_s=topology.controller.interval_s / 2)
+        self._observer_wait_s = topology.controller.interval_s / 2
+        self._observer = Observer(self.sources, wait_s=self._observer_wait_s)
         self.replica = replica
         self.settings = topology.controller.to_settings()
         self.interval_s = topology.controller.interval_s
         self._lock_timing = lock_timing
         self._clock = clock
         self._wall_ms = wall_ms
-        self._recheck_wait_s = recheck_wait_s
+        # The fresh look waits as long as a cycle waits for its answers (half an interval): a
+        # live cluster answers a metadata request well within it, and a dead one's probe, which
+        # never answers sooner than its timeout, says nothing (the other vantage points speak).
+        self._recheck_wait_s = self._observer_wait_s if recheck_wait_s is None else recheck_wait_s
         self._state = ControllerState()
         self._lock: Lock | None = None
         self.decisions = DecisionLog()
