@@ -1,0 +1,166 @@
+"""Failovers through the API with the real failover executor, on an in-memory coordinator, fake
+clusters and a fake clock: request ids of one application, stale plans, and planned failovers
+whose active cluster does not answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fake_failover_clusters import FakeFailoverClusters, exact
+from fastapi.testclient import TestClient
+from memory_coordination import FakeClock, MemoryCoordinator
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.api.app import create_app
+from drsvc.api.auth import ApiAuth
+from drsvc.api.service import ApiService
+from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.topology.models import Topology
+from failover.active import decode_active
+from failover.naming import app_active_key, failovers_prefix
+
+TOKEN = "s3cret-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+NS = "shop"
+
+TOPOLOGY = Topology.model_validate(
+    {
+        "name": NS,
+        "clusters": {
+            "east": {"bootstrap_servers": "e:9092"},
+            "west": {"bootstrap_servers": "w:9092"},
+        },
+        "flows": [
+            {"source": "east", "target": "west", "topics": {"include": ["orders", "pay"]}},
+            {"source": "west", "target": "east", "topics": {"include": ["orders", "pay"]}},
+        ],
+        "applications": [
+            {"name": name, "groups": [group], "topics": [topic], "preferred": "east", "lease_s": 2}
+            for name, group, topic in (("orders", "g1", "orders"), ("payments", "g2", "pay"))
+        ],
+    }
+)
+
+
+class Clock(FakeClock):
+    def time_ms(self) -> int:
+        return 1_800_000_000_000 + int(self.monotonic() * 1000)
+
+
+class World:
+    def __init__(self) -> None:
+        self.clock = Clock()
+        self.store = MemoryCoordinator(self.clock)
+        self.clusters = FakeFailoverClusters()
+        for group, topic in (("g1", "orders"), ("g2", "pay")):
+            self.clusters.translations[(group, "east", "west")] = [
+                exact(topic, 0, 10, f"east.{topic}", 110)
+            ]
+        self.clusters.ends["west"] = {("east.orders", 0): 150, ("east.pay", 0): 150}
+        self.service = ApiService(
+            TOPOLOGY,
+            {"east": "e:9092", "west": "w:9092"},
+            self.executor,
+            self.store,
+            ConsulClient("127.0.0.1:1"),  # never asked: no readiness or migration here
+        )
+        self.api = TestClient(create_app(self.service, ApiAuth(TOKEN)))
+
+    def executor(self) -> FailoverExecutor:
+        return FailoverExecutor(
+            TOPOLOGY,
+            self.store,
+            self.clusters,
+            clock=self.clock,
+            lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
+        )
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        answer = self.api.post(path, json=body, headers=AUTH)
+        self.settle()
+        return answer
+
+    def settle(self) -> None:
+        """Wait for the failovers the API started on its threads (fake time: they are quick)."""
+        deadline = time.monotonic() + 30
+        while self.service.running_threads():
+            assert time.monotonic() < deadline, "a failover thread did not end"
+            time.sleep(0.01)
+
+    def active(self, app: str) -> str | None:
+        entry = self.store.get(app_active_key(NS, app))
+        return decode_active(None if entry is None else entry.value, "east").cluster
+
+    def records(self) -> int:
+        return len(self.store.list(failovers_prefix(NS)))
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    yield World()
+
+
+def test_a_request_id_of_one_application_never_answers_for_another(world: World) -> None:
+    orders = world.post("/v1/apps/orders/failover", {"to": "west", "request_id": "r-42"})
+    assert orders.status_code == 202, orders.text
+    assert orders.json()["app"] == "orders"
+    payments = world.post(
+        "/v1/apps/payments/failover", {"to": "west", "force": True, "request_id": "r-42"}
+    )
+    assert payments.status_code == 202, payments.text
+    assert payments.json()["app"] == "payments"
+    assert payments.json()["id"] != orders.json()["id"]
+    assert payments.headers["Location"] == f"/v1/failovers/{payments.json()['id']}"
+    assert (world.active("orders"), world.active("payments")) == ("west", "west")
+
+
+def test_a_request_id_with_another_request_of_the_application_is_409(world: World) -> None:
+    first = world.post("/v1/apps/orders/failover", {"to": "west", "request_id": "r-7"})
+    assert first.status_code == 202, first.text
+    same = world.post("/v1/apps/orders/failover", {"to": "west", "request_id": "r-7"})
+    assert (same.status_code, same.json()["id"]) == (202, first.json()["id"])
+    other = world.post("/v1/apps/orders/failover", {"to": "east", "request_id": "r-7"})
+    assert other.status_code == 409, other.text
+    assert other.json()["error"]["code"] == "request_mismatch"
+    assert world.active("orders") == "west"
+    assert world.records() == 1
+
+
+def test_a_plan_that_no_longer_holds_is_412_and_changes_nothing(world: World) -> None:
+    shown = world.post("/v1/apps/orders/failover", {"to": "west", "dry_run": True})
+    assert shown.status_code == 200, shown.text
+    plan = shown.json()
+    assert plan["kind"] == "planned"
+    # someone else moves payments meanwhile: orders' plan still holds
+    assert world.post("/v1/apps/payments/failover", {"to": "west"}).status_code == 202
+    for stale in (
+        {"expect_kind": "planned", "expect_epoch": plan["epoch"] + 1},
+        {"expect_kind": "unplanned", "expect_epoch": plan["epoch"]},
+    ):
+        answer = world.post("/v1/apps/orders/failover", {"to": "west", **stale})
+        assert answer.status_code == 412, answer.text
+        assert answer.json()["error"]["code"] == "precondition_failed"
+    assert (world.active("orders"), world.records()) == ("east", 1)
+    bound = {"expect_kind": plan["kind"], "expect_epoch": plan["epoch"]}
+    ran = world.post("/v1/apps/orders/failover", {"to": "west", **bound})
+    assert ran.status_code == 202, ran.text
+    assert world.active("orders") == "west"
+
+
+def test_a_planned_failover_whose_cluster_does_not_answer_is_refused_not_downgraded(
+    world: World,
+) -> None:
+    world.clusters.down.add("east")
+    plan = world.post("/v1/apps/orders/failover", {"to": "west", "dry_run": True})
+    refused = world.post("/v1/apps/orders/failover", {"to": "west"})
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "refused" and "does not answer" in error["message"]
+    assert (world.active("orders"), world.records()) == ("east", 0)
+    assert plan.status_code == 409, plan.text  # the dry run says the same
+    forced = world.post("/v1/apps/orders/failover", {"to": "west", "force": True})
+    assert forced.status_code == 202, forced.text
+    assert forced.json()["kind"] == "unplanned"
