@@ -8,6 +8,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 
+from failover.naming import check_key_segment
+
 #: Validation-context key holding the directory that relative file paths are resolved against.
 BASE_DIR_CONTEXT_KEY = "base_dir"
 
@@ -24,7 +26,9 @@ class FrozenModel(BaseModel):
 def _check_name(value: str) -> str:
     if not NAME_PATTERN.fullmatch(value):
         raise ValueError(f"must be non-empty and use only [a-zA-Z0-9._-] (got {value!r})")
-    return value
+    # Names become segments of Consul keys, where Consul's reads and its transactions disagree
+    # about '.' and '..' (one normalises them, the other stores them).
+    return check_key_segment("a name", value)
 
 
 def _check_env_var(value: str) -> str:

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from failover.active import ActiveDocument, switch
-from failover.errors import FailoverRefused, SwitchError
+from failover.errors import FailoverRefused, PreconditionFailed, SwitchError
 from failover.failover_plan import (
     FailoverKind,
     FailoverRecord,
@@ -24,9 +24,11 @@ from failover.failover_plan import (
     Outcome,
     Situation,
     StepName,
+    check_request,
     next_step,
     plan_failover,
     record_outcome,
+    request_fingerprint,
 )
 
 CLUSTERS = frozenset({"east", "west", "north"})
@@ -202,3 +204,49 @@ def test_killed_and_resumed_executors_never_leave_two_active_clusters(
     for before, after in itertools.pairwise(changes):
         assert before is None or after is None
     assert doc.cluster == ("west" if record.state is FailoverState.COMPLETED else "east")
+
+
+def test_without_force_an_unplanned_plan_is_refused_and_says_how_to_force_it() -> None:
+    request = FailoverRequest("orders", "west")
+    plan = plan_failover(request, situation(active_reachable=False), "f-1")
+    with pytest.raises(FailoverRefused, match=r"east does not answer.*--force runs an unplanned"):
+        check_request(request, plan, ActiveDocument("east", 4))
+    forced = FailoverRequest("orders", "west", force=True)
+    check_request(
+        forced,
+        plan_failover(forced, situation(active_reachable=False), "f-1"),
+        ActiveDocument("east", 4),
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "epoch", "why"),
+    [
+        (FailoverKind.UNPLANNED, None, "would be planned now, not unplanned"),
+        (None, 3, "at epoch 4, not 3"),
+        (FailoverKind.PLANNED, 5, "at epoch 4, not 5"),
+    ],
+)
+def test_preconditions_that_no_longer_hold_are_refused(
+    kind: FailoverKind | None, epoch: int | None, why: str
+) -> None:
+    request = FailoverRequest("orders", "west", expect_kind=kind, expect_epoch=epoch)
+    plan = plan_failover(request, situation(), "f-1")
+    with pytest.raises(PreconditionFailed, match=why):
+        check_request(request, plan, ActiveDocument("east", 4))
+    held = FailoverRequest("orders", "west", expect_kind=FailoverKind.PLANNED, expect_epoch=4)
+    check_request(held, plan_failover(held, situation(), "f-1"), ActiveDocument("east", 4))
+
+
+def test_a_request_s_fingerprint_covers_what_it_asks_but_not_its_id() -> None:
+    base = FailoverRequest("orders", "west", request_id="r-1")
+    same = request_fingerprint(base)
+    assert request_fingerprint(FailoverRequest("orders", "west", request_id="r-2")) == same
+    for other in (
+        FailoverRequest("payments", "west"),
+        FailoverRequest("orders", "north"),
+        FailoverRequest("orders", "west", force=True),
+        FailoverRequest("orders", "west", expect_kind=FailoverKind.PLANNED),
+        FailoverRequest("orders", "west", expect_epoch=4),
+    ):
+        assert request_fingerprint(other) != same

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from failover import naming
+from failover.errors import PolicyError
 from failover.slots import SlotNames
 from failover.topic_rules import InternalTopicNames
 
@@ -64,3 +67,19 @@ def test_the_slot_names_and_default_topic_names_come_from_the_table() -> None:
     assert topics.heartbeats == "heartbeats"
     assert topics.offset_syncs_topic("east") == "drsvc.offset-syncs.east"
     assert topics.checkpoints_topic("east") == "east.checkpoints.internal"
+
+
+def test_request_ids_are_keyed_per_application_and_checked() -> None:
+    assert (
+        naming.failover_request_key("prod", "orders", "r-42")
+        == "drsvc/prod/failover-requests/orders/r-42"
+    )
+    assert naming.failover_request_key("prod", "orders", "r-42") != (
+        naming.failover_request_key("prod", "payments", "r-42")
+    )
+    for bad in ("../apps/payments/failover", "..", ".", "", "a/b", "-x", "x" * 129):
+        with pytest.raises(PolicyError, match="request id"):
+            naming.failover_request_key("prod", "orders", bad)
+    for bad_app in ("..", ".", "a/b"):
+        with pytest.raises(PolicyError, match="application"):
+            naming.failover_request_key("prod", bad_app, "r-1")

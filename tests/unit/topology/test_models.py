@@ -215,6 +215,24 @@ def test_problems_name_the_field(text: str, expected: list[str]) -> None:
     assert problems(text) == expected
 
 
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_names_are_refused_wherever_names_become_consul_keys(name: str) -> None:
+    # Consul's reads normalise '.' and '..' in a key's path, its transactions do not: such a
+    # name would read one key and write another.
+    why = f"a name {name!r} cannot be part of a Consul key"
+    assert problems(f"name: '{name}'\nclusters: {{east: {{}}}}\n") == [
+        f"name: {why} (not '.', '..' or '/')",
+        f"namespace: {why} (not '.', '..' or '/')",
+    ]
+    assert problems(TWO + f"namespace: '{name}'\n") == [f"namespace: {why} (not '.', '..' or '/')"]
+    app = f"applications: [{{name: '{name}', groups: [g], topics: [t], preferred: east}}]\n"
+    assert problems(TWO + "flows: [{source: east, target: west}]\n" + app) == [
+        f"applications[0].name: {why} (not '.', '..' or '/')"
+    ]
+    (alias_problem,) = problems(f"name: t\nclusters: {{'{name}': {{}}}}\n")
+    assert why in alias_problem
+
+
 def test_invalid_regexes_show_the_pattern_and_the_reason() -> None:
     found = problems(
         TWO + "flows: [{source: east, target: west, topics: {include: [ok, '('],"
