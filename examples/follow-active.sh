@@ -3,7 +3,7 @@
 # (curl, jq) and Kafka's own console consumer, following docs/client-protocol.md step by step.
 #
 #   examples/follow-active.sh --consul HOST:PORT --namespace NS --app APP --preferred ALIAS \
-#       --group GROUP --include REGEX [--kafka-classpath CP]
+#       --group GROUP --include REGEX [--lease-s SECONDS] [--kafka-classpath CP]
 #
 # It watches drsvc/<NS>/apps/<APP>/active with blocking queries, runs the console consumer on the
 # active cluster (its servers from the kafka-<alias> service in Consul), stops it (which commits
@@ -11,13 +11,22 @@
 # starts it again on the new cluster, where the failover set the group's offsets. Records go to
 # stdout, one value per line; what it does goes to stderr, each line starting "follow-active:".
 #
+# Values it acts on, as the Python client: a document drsvc wrote whose epoch is not lower than
+# the highest seen (nor names another cluster at that epoch), or an absent key (the preferred
+# cluster at epoch 0, under --lease-s, the application's lease_s in the topology, default 15).
+# A plain alias or "none" typed by hand, an older epoch, or an absent key after a document count
+# as none. The watch waits a quarter of the shorter of the document's lease and --lease-s. The
+# console consumer commits on its way out, so it is stopped a second (at most an eighth of the
+# lease) before the lease ends. Whatever ends the script (TERM, INT, an error), the console consumer is
+# stopped with it, and killed if it has not stopped within 10 s.
+#
 # Left out for brevity: holding a local partition until the remote copies are read up to the
 # failover's cut-off (per-key order across a switch; see the protocol). The Kafka classpath
 # defaults to the jars the drsvc install step put in its cache.
 set -euo pipefail
 
 consul="" namespace="" app="" preferred="" group="" include=""
-classpath="${KAFKA_CLASSPATH:-}"
+classpath="${KAFKA_CLASSPATH:-}" lease_s=15
 while [ $# -gt 0 ]; do
   case "$1" in
     --consul) consul=$2; shift 2 ;;
@@ -26,6 +35,7 @@ while [ $# -gt 0 ]; do
     --preferred) preferred=$2; shift 2 ;;
     --group) group=$2; shift 2 ;;
     --include) include=$2; shift 2 ;;
+    --lease-s) lease_s=$2; shift 2 ;;
     --kafka-classpath) classpath=$2; shift 2 ;;
     *) echo "follow-active: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -44,15 +54,26 @@ fi
 
 key="drsvc/$namespace/apps/$app/active"
 say() { echo "follow-active: $*" >&2; }
-now_ms() { date +%s%3N; }
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo "${t:0:-3}"; }   # no fork: answers are timed
+configured_ms=$(awk -v s="$lease_s" 'BEGIN { printf "%d", s * 1000 }')
+[ "$configured_ms" -gt 0 ] || { echo "follow-active: --lease-s must be positive" >&2; exit 2; }
 
-index=0 heard_ms=0 lease_ms=15000
-cluster="" epoch=-1             # what the key says
-running="" running_epoch=-1 pid=""
+index=0 heard_ms=0 lease_ms=$configured_ms
+cluster="" epoch=-1 why=""      # what the key says (cluster "" : none, and why)
+highest=-1 highest_cluster=""   # the highest epoch acted on, and what it named
+running="" running_epoch=-1 pid="" curl_pid="" nap_pid="" workdir=""
 
 stop_consumer() {
   [ -n "$pid" ] || return 0
   kill -TERM "$pid" 2>/dev/null || true   # the console consumer commits on the way out
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 100 ]; do
+    sleep 0.1; waited=$(( waited + 1 ))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null || true
+    say "the console consumer on $running did not stop within 10 s: killed"
+  fi
   wait "$pid" 2>/dev/null || true
   say "stopped consuming on $running ($1)"
   pid="" running="" running_epoch=-1
@@ -60,7 +81,7 @@ stop_consumer() {
 
 start_consumer() {
   local servers
-  servers=$(curl -sf "http://$consul/v1/catalog/service/kafka-$1" \
+  servers=$(curl -sf --max-time 5 "http://$consul/v1/catalog/service/kafka-$1" \
     | jq -r '.[0].ServiceMeta.bootstrap_servers // empty') || servers=""
   if [ -z "$servers" ]; then
     say "no kafka-$1 service in Consul yet"
@@ -73,37 +94,98 @@ start_consumer() {
   say "consuming on $1 (epoch $2)"
 }
 
-trap 'stop_consumer exiting; exit 0' INT TERM
+cleanup() {
+  trap '' TERM INT                       # a second signal must not cut the cleanup short
+  [ -z "$curl_pid" ] || kill -TERM "$curl_pid" 2>/dev/null || true
+  [ -z "$nap_pid" ] || kill -TERM "$nap_pid" 2>/dev/null || true
+  stop_consumer exiting
+  wait 2>/dev/null || true               # reap them all: nothing of ours outlives the script
+  [ -z "$workdir" ] || rm -rf "$workdir"
+}
+# On TERM or INT exit (bash runs the trap as soon as the "wait" below is interrupted); whatever
+# ends the script, the EXIT trap stops the console consumer.
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+workdir=$(mktemp -d)
 
-while true; do
-  # Blocking query: answers on a change, or after the wait (a quarter of the lease) without one.
-  wait_s=$(( lease_ms / 4000 )); [ "$wait_s" -ge 1 ] || wait_s=1
-  sent=$(now_ms)
-  body=$(mktemp) headers=$(mktemp)
-  code=$(curl -s -o "$body" -D "$headers" -w '%{http_code}' --max-time $(( wait_s + 2 )) \
-    "http://$consul/v1/kv/$key?raw&index=$index&wait=${wait_s}s") || code=000
-  if [ "$code" = 200 ] || [ "$code" = 404 ]; then
-    index=$(tr -d '\r' <"$headers" | sed -n 's/^[Xx]-[Cc]onsul-[Ii]ndex: *//p')
-    heard_ms=$sent                         # the lease runs from when the request left
-    if [ "$code" = 404 ]; then
-      cluster=$preferred epoch=0           # no key: the preferred cluster
-    elif jq -e 'type == "object"' "$body" >/dev/null 2>&1; then
-      cluster=$(jq -r '.cluster // ""' "$body")
-      epoch=$(jq -r '.epoch // 0' "$body")
-      lease_ms=$(jq -r '.lease_ms // 15000' "$body")
+# Stop before the lease ends: the console consumer's last commit must not come after it.
+# (At most an eighth of the lease: a shell takes a few hundred ms per answer on a busy machine.)
+stop_lead_ms() { local q=$(( lease_ms / 8 )); [ "$q" -lt 1000 ] && echo "$q" || echo 1000; }
+lease_lapsing() { [ $(( $(now_ms) - heard_ms )) -ge $(( lease_ms - $(stop_lead_ms) )) ]; }
+
+# A document drsvc wrote, as "cluster|epoch|lease_ms" (cluster empty: none); fails on anything else.
+document_fields='select(type == "object" and (.epoch | type == "number")
+    and (.epoch | . >= 0 and floor == .)
+    and (.cluster | (type == "string" and test("^[a-zA-Z0-9._-]+$")) or . == null)
+    and ((.lease_ms // 1) | type == "number" and . > 0 and floor == .))
+  | "\(.cluster // "")|\(.epoch)|\(.lease_ms // 15000)"'
+
+judge() {  # the body of an answer ($1: HTTP code) -> cluster, epoch, why; and the lease
+  local body=$workdir/body parsed
+  if [ "$1" = 404 ]; then
+    if [ "$highest" -gt 0 ] || { [ -n "$highest_cluster" ] && [ "$highest_cluster" != "$preferred" ]; }
+    then
+      cluster="" epoch=0 why="stale-epoch: the key was deleted after epoch $highest"
     else
-      cluster=$(tr -d ' \n"' <"$body") epoch=0
-      [ "$cluster" != none ] && [ "$cluster" != null ] || cluster=""
+      cluster=$preferred epoch=0 why="" lease_ms=$configured_ms
+    fi
+  elif parsed=$(jq -er "$document_fields" "$body" 2>/dev/null); then
+    local c e l
+    IFS='|' read -r c e l <<<"$parsed"
+    if [ "$e" -lt "$highest" ]; then
+      cluster="" epoch=$e why="stale-epoch: epoch $e is older than epoch $highest"
+    elif [ "$e" -eq "$highest" ] && [ "$c" != "$highest_cluster" ]; then
+      cluster="" epoch=$e why="stale-epoch: epoch $e now names ${c:-none}"
+    else
+      cluster=$c epoch=$e why="" lease_ms=$l highest=$e highest_cluster=$c
     fi
   else
-    say "Consul did not answer (HTTP $code)"
+    cluster="" epoch=-1 why="not-a-document: $(head -c 80 "$body")"
+  fi
+}
+
+while true; do
+  # Blocking query: answers on a change, or after the wait (a quarter of the shorter lease).
+  shorter=$(( lease_ms < configured_ms ? lease_ms : configured_ms ))
+  wait_ms=$(( shorter / 4 )); [ "$wait_ms" -ge 1 ] || wait_ms=1
+  # Consul's wait and its jitter (1/16) plus as much again: about half the lease in all.
+  max_ms=$(( wait_ms * 17 / 16 + (wait_ms > 500 ? wait_ms : 500) ))
+  sent=$(now_ms)
+  curl -s -o "$workdir/body" -D "$workdir/headers" -w '%{http_code}' \
+    --max-time "$(( max_ms / 1000 )).$(printf '%03d' $(( max_ms % 1000 )))" \
+    "http://$consul/v1/kv/$key?raw&index=$index&wait=${wait_ms}ms" >"$workdir/code" 2>/dev/null &
+  curl_pid=$!
+  # Wait for the answer in short steps: a lease that runs out meanwhile stops the consumer on
+  # time, and a TERM is acted on at once.
+  while kill -0 "$curl_pid" 2>/dev/null; do
+    if [ -n "$running" ] && lease_lapsing; then
+      stop_consumer "no answer from Consul within the lease"
+    fi
+    sleep 0.05 & nap_pid=$!
+    wait "$nap_pid" || true
+  done
+  nap_pid=""
+  wait "$curl_pid" 2>/dev/null || true
+  curl_pid=""
+  code=$(cat "$workdir/code" 2>/dev/null || true)
+  if [ "$code" = 200 ] || [ "$code" = 404 ]; then
+    index=$(tr -d '\r' <"$workdir/headers" | sed -n 's/^[Xx]-[Cc]onsul-[Ii]ndex: *//p')
+    [ -n "$index" ] || index=0
+    previous_why=$why
+    judge "$code"
+    if [ -n "$why" ] && [ "$why" != "$previous_why" ]; then
+      say "the active key counts as no active cluster ($why)"
+    fi
+    [ -n "$why" ] || heard_ms=$sent        # the lease runs from when the request left
+  else
+    say "Consul did not answer (HTTP ${code:-none})"
     sleep 0.2
   fi
-  rm -f "$body" "$headers"
 
   usable=$cluster
-  if [ $(( $(now_ms) - heard_ms )) -ge "$lease_ms" ]; then
-    usable=""                              # the lease lapsed: stop, whatever the key said
+  if lease_lapsing; then
+    usable=""                              # the lease (nearly) lapsed: stop, whatever it said
   fi
   if [ -n "$running" ] && { [ "$usable" != "$running" ] || [ "$epoch" != "$running_epoch" ]; }; then
     stop_consumer "${usable:+now active: }${usable:-no active cluster}"

@@ -303,6 +303,15 @@ def _consumes_nothing(consumer: FailoverConsumer) -> bool:
     return consumer.cluster is None
 
 
+def _kill_session(pgid: int) -> int:
+    """Kill what is left of process group ``pgid``; 1 if anything was, else 0."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return 0
+    return 1
+
+
 def test_the_shell_example_follows_a_switch(cluster_pair: EnvironmentInfo, tmp_path: Path) -> None:
     """examples/follow-active.sh: Consul's HTTP API and Kafka's console consumer, no Python."""
     with _application(cluster_pair, tmp_path, ("shell",)) as shell_app:
@@ -315,8 +324,8 @@ def test_the_shell_example_follows_a_switch(cluster_pair: EnvironmentInfo, tmp_p
             follower = subprocess.Popen(
                 ["bash", str(script), "--consul", shell_app.consul, "--namespace",
                  shell_app.namespace, "--app", "app", "--preferred", "east", "--group", "shell",
-                 "--include", include],
-                stdout=subprocess.PIPE, stderr=err, text=True,
+                 "--include", include, "--lease-s", str(LEASE_S)],
+                stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True,
             )  # fmt: skip
         lines: list[str] = []
         collector = threading.Thread(
@@ -332,8 +341,15 @@ def test_the_shell_example_follows_a_switch(cluster_pair: EnvironmentInfo, tmp_p
             wait_until(lambda: len(lines) >= 200, 90, "west's records printed after the switch")
         finally:
             follower.send_signal(signal.SIGTERM)
-            follower.wait(60)
+            try:
+                exited = follower.wait(30)
+            finally:
+                # The script's own session: whatever it left behind (its console consumer) is
+                # in it, and must be gone once the script has exited.
+                survivors = _kill_session(follower.pid)
             collector.join(10)
+        assert exited == 143, exited
+        assert survivors == 0, "the console consumer outlived the script"
         said = log.read_text()
         assert "consuming on east" in said and "consuming on west" in said, said
         assert "stopped consuming on east (no active cluster)" in said, said
