@@ -9,6 +9,7 @@ OpenAPI document (no input may get a 5xx).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -177,8 +178,31 @@ def test_changes_need_the_token(api: Api) -> None:
     assert bad.status_code == 422 and bad.json()["error"]["details"][0]["field"] == "body.force"
     no_target = api.post("/v1/apps/app/failover", {}, headers=AUTH)
     assert no_target.status_code == 422
-    bad_id = api.post("/v1/apps/app/failover", {"to": "west", "request_id": "a/b"}, headers=AUTH)
-    assert bad_id.status_code == 422
+    for request_id in ("a/b", "..", "../apps/app/failover"):
+        body = {"to": "west", "request_id": request_id}
+        bad_id = api.post("/v1/apps/app/failover", body, headers=AUTH)
+        assert bad_id.status_code == 422, bad_id.text
+        assert bad_id.json()["error"]["details"][0]["field"] == "body.request_id"
+
+
+def test_a_plan_that_no_longer_holds_is_412_and_changes_nothing(api: Api) -> None:
+    here = active_cluster(api.consul, api.namespace)
+    there = "west" if here == "east" else "east"
+    shown = api.post("/v1/apps/app/failover", {"to": there, "dry_run": True}, headers=AUTH)
+    assert shown.status_code == 200, shown.text
+    plan = shown.json()
+    assert plan["kind"] == "planned"
+    assert plan["epoch"] == api.get("/v1/apps/app", params={"exposure": False}).json()["epoch"]
+    for stale in (
+        {"expect_kind": "planned", "expect_epoch": plan["epoch"] + 1},
+        {"expect_kind": "unplanned", "expect_epoch": plan["epoch"]},
+    ):
+        answer = api.post("/v1/apps/app/failover", {"to": there, **stale}, headers=AUTH)
+        assert answer.status_code == 412, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "precondition_failed" and "plan again" in error["message"]
+    assert active_cluster(api.consul, api.namespace) == here
+    assert api.get("/v1/apps/app", params={"exposure": False}).json()["running"] is None
 
 
 def test_a_dry_run_through_the_api_is_the_cli_plan(api: Api) -> None:
@@ -188,7 +212,11 @@ def test_a_dry_run_through_the_api_is_the_cli_plan(api: Api) -> None:
     assert code == 0, err
     plan = answer.json()
     assert set(plan) == set(cli_plan)
-    assert (plan["kind"], plan["steps"]) == (cli_plan["kind"], cli_plan["steps"])
+    assert (plan["kind"], plan["steps"], plan["epoch"]) == (
+        cli_plan["kind"],
+        cli_plan["steps"],
+        cli_plan["epoch"],
+    )
 
 
 def test_failover_through_the_api_then_failback_through_the_cli(api: Api) -> None:
@@ -238,7 +266,15 @@ def test_the_same_request_id_is_one_failover(api: Api) -> None:
     # one started it; the other got the same failover, or was refused while its lock was held
     assert codes in ([202, 202], [202, 409]), [a.text for a in answers]
     assert len(ids) == 1
-    assert api.wait_ended(ids.pop())["state"] == "completed"
+    first = ids.pop()
+    assert api.wait_ended(first)["state"] == "completed"
+    assert active_cluster(api.consul, api.namespace) == there
+    # the same request again is still that failover; the id with another request is refused
+    again = api.post("/v1/apps/app/failover", body, headers=AUTH)
+    assert (again.status_code, again.json()["id"]) == (202, first), again.text
+    other = api.post("/v1/apps/app/failover", {**body, "to": here}, headers=AUTH)
+    assert other.status_code == 409, other.text
+    assert other.json()["error"]["code"] == "request_mismatch"
     assert active_cluster(api.consul, api.namespace) == there
 
 
@@ -331,12 +367,33 @@ def test_the_dashboard_shows_live_data_and_fails_over(api: Api, browser: Any) ->
     wait.until(lambda _b: browser.find_element(By.ID, "plan").is_displayed())
     assert "Dry run" in text("#plan") and text("#plan-title").endswith(f"{there} (planned)")
     assert active_cluster(api.consul, api.namespace) == here  # the plan changed nothing
+    shown_epoch = _epoch_shown(text("#plan-epoch"))
+    assert shown_epoch == api.get("/v1/apps/app", params={"exposure": False}).json()["epoch"]
+
+    # While the plan is on screen, someone else moves the application there and back: "Run it"
+    # must not run the plan made before (412), and shows the plan as it is now instead.
+    for target in (there, here):
+        moved = api.post("/v1/apps/app/failover", {"to": target}, headers=AUTH)
+        assert moved.status_code == 202, moved.text
+        assert api.wait_ended(moved.json()["id"])["state"] == "completed"
+    click("#plan-confirm")
+    wait.until(lambda _b: "situation changed" in text("#plan-notice"))
+    assert "situation changed since the plan was shown" in text("#message")
+    assert browser.find_element(By.ID, "plan").is_displayed()
+    assert _epoch_shown(text("#plan-epoch")) > shown_epoch
+    assert active_cluster(api.consul, api.namespace) == here  # the stale plan ran nothing
     click("#plan-confirm")
     wait.until(lambda _b: "started" in text("#message"))
     wait_until(lambda: active_cluster(api.consul, api.namespace) == there, 120, "the move")
     wait.until(lambda _b: text('#apps tr[data-app="app"] .active') == there)
     wait.until(lambda _b: "activate" in text("#events"))
     assert TOKEN not in browser.page_source
+
+
+def _epoch_shown(line: str) -> int:
+    found = re.search(r"epoch (\d+)", line)
+    assert found, f"no epoch in {line!r}"
+    return int(found.group(1))
 
 
 @pytest.fixture(scope="module")
