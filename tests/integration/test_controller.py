@@ -10,6 +10,8 @@ witness): two controller replicas (``drsvc controller`` processes), a threshold 
   to its end; one record, the groups exact.
 * East's broker is killed and started again, back within the threshold: nothing happens, although
   every vantage point saw east unreachable meanwhile.
+* A controller that could see a cluster only through its own connectivity (no Consul checks of
+  it, no flow copying its heartbeats elsewhere) refuses to start and says what would help.
 """
 
 from __future__ import annotations
@@ -416,3 +418,41 @@ def _freeze_east(local_env: LocalEnvironment, seconds: float) -> None:
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
+
+
+def test_a_controller_that_sees_a_cluster_only_through_itself_refuses_to_start(
+    cluster_pair: EnvironmentInfo, tmp_path: Path
+) -> None:
+    # The pair under other names, which Consul knows no kafka-<alias> service of, and one flow,
+    # north -> south: north's heartbeats reach south, south's reach nowhere else.
+    consul = cluster_pair.consul_http_addr
+    assert consul is not None
+    tag = uuid.uuid4().hex[:6]
+    document = {
+        "name": f"ctl-{tag}",
+        "clusters": {
+            "north": {"bootstrap_servers": cluster_pair.clusters["east"]},
+            "south": {"bootstrap_servers": cluster_pair.clusters["west"]},
+        },
+        "flows": [{"source": "north", "target": "south"}],
+        "applications": [
+            {"name": "app", "groups": ["g"], "topics": [f"ctl-{tag}"], "preferred": "north",
+             "auto_failover": True},
+        ],
+    }  # fmt: skip
+    topology = tmp_path / "topology.json"
+    topology.write_text(json.dumps(document))
+    started = subprocess.run(
+        [sys.executable, "-m", "drsvc.cli.main", "controller", "-t", str(topology),
+         "--replica", "c1", "--consul", consul],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, **failover_env(consul)},
+    )  # fmt: skip
+    assert started.returncode != 0, started.stdout + started.stderr
+    message = started.stderr
+    assert "needs 2 independent vantage points" in message, message
+    assert "south is seen from 1 (controller: heartbeats@south, probe@c1)" in message, message
+    assert "north is seen from" not in message, message
+    assert "kafka-<cluster>" in message, message
+    # It started nothing: no leader, no active document.
+    assert ConsulClient(consul).kv_get(app_active_key(f"ctl-{tag}", "app")) is None

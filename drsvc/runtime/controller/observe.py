@@ -29,7 +29,8 @@ A cycle does not wait for a slow answer (a dead cluster's probe takes its whole 
 :class:`Observer` keeps each ask running in the background and hands the cycle the newest answer
 of every vantage point, each stamped with the time it was given, so the decision is made on time
 and judges every answer by its own age. Just before a move, :meth:`Observer.fresh` asks again
-about the two clusters concerned: only answers to asks made after the decision count.
+about the two clusters concerned: only answers to asks made after the decision count (and an
+earlier "unreachable" of a source whose new ask is still waiting for a dead cluster).
 """
 
 from __future__ import annotations
@@ -215,11 +216,17 @@ class Observer:
     ) -> list[Observation]:
         """Answers about ``clusters`` to asks made after ``after`` (a :meth:`mark`): an ask
         already made since is waited for (moves decided together share their asks), every other
-        source is asked now. Waits at most ``wait_s``; a source that has not answered by then
-        (a dead cluster's probe waits out its timeout) says nothing."""
+        source is asked now. Waits at most ``wait_s``.
+
+        A source whose new ask has not answered by then keeps its earlier answer only if that
+        said unreachable: it has not reached the cluster since, and a cluster that answers again
+        answers a metadata request well within the wait, whereas a dead cluster's probe never
+        answers sooner than its timeout. An earlier "reachable" is never carried forward, so a
+        slow answer can only make a move stand down, never let one through."""
+        keys = self._keys(clusters)
         with self._guard:
             pending = []
-            for key in self._keys(clusters):
+            for key in keys:
                 running = self._running.get(key)
                 newest = self._newest.get(key)
                 if running is not None and running[0] > after:
@@ -229,11 +236,18 @@ class Observer:
         wait(pending, timeout=wait_s)
         with self._guard:
             self._collect()
-            return [
-                answer
-                for (cluster, _), (number, answer) in self._newest.items()
-                if cluster in clusters and number > after
-            ]
+            found = []
+            for key in keys:
+                newest = self._newest.get(key)
+                running = self._running.get(key)
+                if newest is None:
+                    continue
+                number, answer = newest
+                answered_since = number > after
+                still_asking = running is not None and running[0] > after
+                if answered_since or (still_asking and not answer.reachable):
+                    found.append(answer)
+            return found
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

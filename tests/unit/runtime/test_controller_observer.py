@@ -185,3 +185,27 @@ def test_a_fresh_look_waits_at_most_its_wait_for_a_slow_source() -> None:
     finally:
         release.set()
         observer.close()
+
+
+def test_a_source_still_asking_keeps_only_an_earlier_unreachable() -> None:
+    # A dead cluster's probe answers only after its timeout: its new ask is still waiting when
+    # the fresh look ends, and its earlier "unreachable" stands. An earlier "reachable" does
+    # not: a slow answer may only hold a move back.
+    release = threading.Event()
+    answers = {"east": False, "west": True}
+    asks: list[str] = []
+
+    def probe(cluster: str, now_s: float) -> Observation:
+        asks.append(cluster)
+        if len(asks) > 2:
+            release.wait(5)
+        return Observation(cluster, "probe", answers[cluster], now_s)
+
+    observer = Observer([probe], wait_s=1)
+    try:
+        assert len(observer.observe(["east", "west"], 1.0)) == 2
+        seen = observer.fresh({"east", "west"}, 2.0, observer.mark(), wait_s=0.1)
+        assert [(o.cluster, o.reachable, o.at_s) for o in seen] == [("east", False, 1.0)]
+    finally:
+        release.set()
+        observer.close()

@@ -6,6 +6,7 @@ threads: the tests wait for them (``wait_for_moves``) before they look."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -356,6 +357,34 @@ def test_east_back_during_the_first_move_keeps_the_others_where_they_are(
     east_up[0] = False
     cycles(controller, clock, 6)
     assert log == [("a1", "east down"), ("a2", "east down"), ("a3", "east down")]
+
+
+def test_a_dead_clusters_slow_probe_does_not_stand_the_move_down(clock: FakeClock) -> None:
+    # The probe of a dead cluster answers only once its timeout has run out, later than the
+    # fresh look waits; with Consul's checks it is one of the two vantage points. Its earlier
+    # "unreachable" stands while its new ask waits, and the move goes ahead.
+    def slow_probe(cluster: str, now: float) -> Observation:
+        if cluster == "east":
+            time.sleep(0.3)
+        return Observation(cluster, "probe", cluster != "east", now)
+
+    executor = FakeExecutor()
+    store = MemoryCoordinator(clock)
+    executor.coordinator = store
+    controller = DrController(
+        load_topology_text(TOPOLOGY),
+        executor,  # type: ignore[arg-type]
+        store,
+        [slow_probe, vantage("consul", [False])],
+        replica="c1",
+        lock_timing=LockTiming(2, 1),
+        clock=clock.monotonic,
+        metrics=controller_metrics(CollectorRegistry()),
+        recheck_wait_s=0.1,
+    )
+    assert controller._lead()
+    cycles(controller, clock, 4)
+    assert [r.app for r in executor.started] == ["orders"]
 
 
 def test_five_applications_start_their_moves_together_within_one_cycle(
