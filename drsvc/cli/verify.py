@@ -25,7 +25,8 @@ HELP = (
     "Every record the produced history says was acknowledged must be found, once and in order, "
     "with its bytes, on its topic and on the copy each flow makes of it; nothing may loop; "
     "consumer groups must neither skip nor (after a planned failover) re-read records; the "
-    "recovery point must be the one reported. Exits 1 when a check fails."
+    "recovery point must be the one reported; no application may write or commit on a cluster "
+    "after another one was activated for it (two_active). Exits 1 when a check fails."
 )
 
 
@@ -82,6 +83,7 @@ def register(app: typer.Typer) -> None:
                 max_hops=max_hops,
                 exactly_once=exactly_once,
                 sample=sample,
+                applications=job.application_scopes(topology),
             )
             verdict = job.run(spark, request)
         if as_json:

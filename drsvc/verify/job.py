@@ -3,7 +3,9 @@
 :func:`plan_places` decides where each acknowledged record must be found: on the topic it was
 written to, and on the copy each flow of the topology makes of that topic. :func:`run` reads
 every such topic once with Spark's Kafka source, reads the history tables, runs every check on
-the one Spark session it is given, and counts what each found.
+the one Spark session it is given, and counts what each found. :func:`application_scopes` says
+which topics and groups are each application's, for the "two active" check
+(:mod:`drsvc.verify.two_active`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pyspark.sql import functions as F
 
 from drsvc.errors import ConfigError
 from drsvc.topology.models import Topology
-from drsvc.verify import checks, consumer_checks, histories, records
+from drsvc.verify import checks, consumer_checks, histories, records, two_active
 from drsvc.verify.kafka_source import read_topics
 from drsvc.verify.verdict import Verdict, jsonable
 
@@ -33,6 +35,23 @@ class Place:
     topic: str
     at_cluster: str
     at_topic: str
+
+
+@dataclass(frozen=True, order=True)
+class ApplicationScope:
+    """The topics an application writes and the groups it commits with, on whichever cluster
+    it is active (the "two active" check judges those)."""
+
+    app: str
+    topics: tuple[str, ...]
+    groups: tuple[str, ...]
+
+
+def application_scopes(topology: Topology) -> tuple[ApplicationScope, ...]:
+    """Each application of the topology with its topics and groups."""
+    return tuple(
+        sorted(ApplicationScope(a.name, a.topics, a.groups) for a in topology.applications)
+    )
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,10 @@ class VerifyRequest:
     exactly_once: bool = False
     sample: int = 10
     kafka_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: each application's topics and groups; None: every topic of the produced history belongs
+    #: to each application the switches history names, and its groups are those the failovers
+    #: history lists for its failovers (a scenario's one application)
+    applications: tuple[ApplicationScope, ...] | None = None
 
 
 def plan_places(topology: Topology, written: Iterable[tuple[str, str]]) -> tuple[Place, ...]:
@@ -109,6 +132,7 @@ ALWAYS_FATAL = (
     "loops",
     "skipped_after_failover",
     "aborted_visible",
+    "two_active",
 )
 
 
@@ -126,6 +150,35 @@ def judge(
     if rpo_mismatches:
         failed.append("rpo")
     return tuple(failed)
+
+
+def scope_frames(
+    spark: SparkSession,
+    applications: tuple[ApplicationScope, ...] | None,
+    switches: DataFrame,
+    produced: DataFrame,
+    failovers: DataFrame,
+) -> tuple[DataFrame, DataFrame]:
+    """``(app, topic)`` and ``(app, group)`` frames of the applications (see
+    :attr:`VerifyRequest.applications` for None)."""
+    if applications is not None:
+        topics = spark.createDataFrame(
+            [(a.app, t) for a in applications for t in a.topics],
+            "app string, topic string",
+        )
+        groups = spark.createDataFrame(
+            [(a.app, g) for a in applications for g in a.groups],
+            "app string, group string",
+        )
+        return topics, groups
+    apps = switches.select("app", "failover_id")
+    topics = apps.select("app").distinct().crossJoin(produced.select("topic").distinct())
+    groups = (
+        apps.join(failovers.select("failover_id", "group"), "failover_id")
+        .select("app", "group")
+        .distinct()
+    )
+    return topics, groups
 
 
 def _samples(frame: DataFrame, n: int) -> list[dict[str, Any]]:
@@ -152,6 +205,11 @@ def evaluate(spark: SparkSession, request: VerifyRequest, found_records: DataFra
     failovers = read_table(spark, request.history_dir, histories.FAILOVERS)
     cutoffs = read_table(spark, request.history_dir, histories.CUTOFFS)
     unreplicated = read_table(spark, request.history_dir, histories.UNREPLICATED)
+    switches = read_table(spark, request.history_dir, histories.SWITCHES)
+    commits = read_table(spark, request.history_dir, histories.COMMITS)
+    app_topics, app_groups = scope_frames(
+        spark, request.applications, switches, produced, failovers
+    )
 
     found: dict[str, DataFrame] = {
         "lost": checks.lost(checks.excuse_recovery_point(expected, unreplicated), observed),
@@ -173,6 +231,19 @@ def evaluate(spark: SparkSession, request: VerifyRequest, found_records: DataFra
         counted[name] = checks.extra_copies(frame) if name == "duplicates" else frame.count()
         samples[name] = _samples(frame, request.sample) if counted[name] else []
     planned_rereads = found["reread_after_failover"].where(F.col("planned")).count()
+
+    stale_records = two_active.records_after_switch(
+        observed, produced, switches, app_topics
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    late_commits = two_active.commits_after_switch(commits, switches, app_groups).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    two_active_records, two_active_commits = stale_records.count(), late_commits.count()
+    counted["two_active"] = two_active_records + two_active_commits
+    samples["two_active"] = [
+        {"kind": "record", **row} for row in _samples(stale_records, request.sample)
+    ] + [{"kind": "commit", **row} for row in _samples(late_commits, request.sample)]
+    samples["two_active"] = samples["two_active"][: request.sample]
 
     recovery = consumer_checks.recovery_point(
         expected, observed, failovers, cutoffs, unreplicated
@@ -203,8 +274,11 @@ def evaluate(spark: SparkSession, request: VerifyRequest, found_records: DataFra
         "failovers": failovers.select("failover_id").distinct().count(),
         "reread_after_planned_failover": planned_rereads,
         "rpo_mismatched_partitions": rpo_mismatches,
+        "switches": switches.count(),
+        "two_active_records": two_active_records,
+        "two_active_commits": two_active_commits,
     }
-    for frame in (*found.values(), recovery, expected, observed):
+    for frame in (*found.values(), stale_records, late_commits, recovery, expected, observed):
         frame.unpersist()
     return Verdict(
         checks=counted,

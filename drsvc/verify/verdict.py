@@ -17,6 +17,7 @@ CHECKS = (
     "skipped_after_failover",
     "reread_after_failover",
     "aborted_visible",
+    "two_active",
 )
 
 
@@ -24,9 +25,10 @@ CHECKS = (
 class Verdict:
     """What a run found. ``checks`` counts violations: lost, reordered, altered, looped,
     skipped and visible aborted records; extra copies (``duplicates``); records re-read after a
-    failover. ``failed`` names the checks that make the run fail (duplicates only in
-    exactly-once mode, re-reads only after a planned failover, the recovery point whenever it
-    differs from the reported one)."""
+    failover; records and commits of an application on a cluster after another cluster was
+    activated for it (``two_active``). ``failed`` names the checks that make the run fail
+    (duplicates only in exactly-once mode, re-reads only after a planned failover, the recovery
+    point whenever it differs from the reported one)."""
 
     checks: Mapping[str, int]
     failed: tuple[str, ...]
