@@ -96,7 +96,16 @@ def test_unplanned_failover_reports_exactly_what_did_not_cross(
             produce(east, topic, _records(tag, 400, 60))
             local_env.stop_site("east", grace_s=1)
             code, doc, err = run_cli(
-                "failover", "-t", str(topology), "--app", "app", "--to", "west", "--json", env=env
+                "failover",
+                "-t",
+                str(topology),
+                "--app",
+                "app",
+                "--to",
+                "west",
+                "--force",
+                "--json",
+                env=env,
             )
             assert code == 0, err
     finally:

@@ -29,8 +29,8 @@ Before anything is written, a failover must be the one the caller asked for
 not answer is a refusal, never an unplanned failover; the caller's ``expect_kind`` and
 ``expect_epoch`` must still hold), and a planned one must be able to become exact by waiting: a
 partition whose translation no wait can make exact (its position is older than the syncs, the
-topic was recreated, the log truncated, no flow copies it ...) is a refusal naming it, before the
-application is deactivated.
+log was truncated, replication skipped records there, no flow copies it ...) is a refusal naming
+it, before the application is deactivated.
 """
 
 from __future__ import annotations
@@ -116,12 +116,6 @@ _QUICK_PROBE_S = 0.5
 _RETRIES = 5
 #: how many partitions a refusal or a timeout names before it says how many more there are
 _SHOWN = 10
-#: translation verdicts that no wait makes exact: the group's position is older than the oldest
-#: sync, the syncs belong to another incarnation of the topic or contradict each other, the
-#: source log was truncated past the position, or replication skipped records there
-_WAITING_CANNOT_FIX = frozenset(
-    {"before-syncs", "topic-mismatch", "log-truncated", "replication-gap", "sync-conflict"}
-)
 
 
 class Clock(Protocol):
@@ -734,9 +728,11 @@ class FailoverExecutor:
 
     def _refuse_untranslatable(self, app: Application, plan: FailoverPlan) -> None:
         """Raise :class:`FailoverRefused` naming every partition of the application's groups
-        whose translation no wait can make exact (:data:`_WAITING_CANNOT_FIX`, or no flow
-        copies its topic): a planned failover would otherwise deactivate the application, wait
-        the whole catch-up timeout for it, and roll back."""
+        whose translation no wait can make exact (its position is older than the syncs, the
+        source log was truncated past it, replication skipped records there, the syncs
+        contradict each other: :meth:`PartitionTranslation.waits_can_fix`), or whose topic no
+        flow copies: a planned failover would otherwise deactivate the application, wait the
+        whole catch-up timeout for it, and roll back."""
         problems: list[str] = []
         for group in app.groups:
             translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
@@ -745,7 +741,7 @@ class FailoverExecutor:
             problems.extend(
                 f"group {group} {p.source_topic}-{p.partition} at {p.source_offset}: {p.reason}"
                 for p in translation.partitions
-                if p.reason in _WAITING_CANNOT_FIX and self._of_app(app, plan, p.source_topic)
+                if not p.waits_can_fix and self._of_app(app, plan, p.source_topic)
             )
             problems.extend(
                 f"group {group} {u.topic}: no route ({u.reason})"

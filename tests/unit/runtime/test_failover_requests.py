@@ -149,7 +149,9 @@ def test_a_request_id_that_is_not_a_plain_name_is_refused_before_anything_is_rea
 # -- the plan check: refuse what no wait makes exact ------------------------------------------
 
 
-@pytest.mark.parametrize("reason", ["before-syncs", "topic-mismatch", "log-truncated"])
+@pytest.mark.parametrize(
+    "reason", ["before-syncs", "log-truncated", "replication-gap", "sync-conflict"]
+)
 def test_a_translation_no_wait_can_make_exact_is_refused_before_deactivate(
     executor: FailoverExecutor,
     store: MemoryCoordinator,
