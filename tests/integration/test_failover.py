@@ -249,6 +249,39 @@ def test_a_target_group_with_live_members_is_refused(app: App) -> None:
         member.close()
 
 
+def test_a_consumer_that_stays_on_the_old_cluster_rolls_the_planned_failover_back(
+    app: App,
+) -> None:
+    here = active_cluster(app.consul, app.namespace)
+    assert here is not None
+    there = "west" if here == "east" else "east"
+    # A consumer that follows no active key: it stays in its group on the old cluster, where
+    # it could commit after the positions were set on the new one.
+    member = Consumer(
+        {
+            "bootstrap.servers": app.bootstraps[here],
+            "group.id": "g2",
+            "client.id": "stays-behind",
+            "session.timeout.ms": 6000,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        member.subscribe(app.topics_on(here))
+        wait_until(lambda: bool(member.poll(0.5) or member.assignment()), 30, "g2 to join")
+        code, doc, err = app.cli(
+            "failover", "--app", "app", "--to", there, "--catch-up-timeout", "8", "--json"
+        )
+        assert code == 1 and doc["state"] == "rolled_back", (code, err)
+        failed = next(e for e in doc["events"] if e["outcome"] == "failed")
+        assert failed["step"] == "wait-caught-up"
+        assert f"group g2 has 1 member(s) on {here}" in failed["detail"], failed
+        assert "client id stays-behind, host /127.0.0.1" in failed["detail"], failed
+        assert active_cluster(app.consul, app.namespace) == here
+    finally:
+        member.close()
+
+
 def test_failover_works_through_the_other_two_consul_servers_when_one_site_s_is_killed(
     app: App, local_env: LocalEnvironment, cluster_pair: EnvironmentInfo
 ) -> None:
