@@ -15,10 +15,10 @@
 # the highest seen (nor names another cluster at that epoch), or an absent key (the preferred
 # cluster at epoch 0, under --lease-s, the application's lease_s in the topology, default 15).
 # A plain alias or "none" typed by hand, an older epoch, or an absent key after a document count
-# as none. The watch waits a quarter of the shorter of the document's lease and --lease-s. The
-# console consumer commits on its way out, so it is stopped a second (at most an eighth of the
-# lease) before the lease ends. Whatever ends the script (TERM, INT, an error), the console consumer is
-# stopped with it, and killed if it has not stopped within 10 s.
+# as none. The watch waits a quarter of the shorter of the document's lease and --lease-s, and
+# the console consumer is stopped when the lease runs out even while an answer is awaited.
+# Whatever ends the script (TERM, INT, an error), the console consumer is stopped with it, and
+# killed if it has not stopped within 10 s.
 #
 # Left out for brevity: holding a local partition until the remote copies are read up to the
 # failover's cut-off (per-key order across a switch; see the protocol). The Kafka classpath
@@ -61,14 +61,14 @@ configured_ms=$(awk -v s="$lease_s" 'BEGIN { printf "%d", s * 1000 }')
 index=0 heard_ms=0 lease_ms=$configured_ms
 cluster="" epoch=-1 why=""      # what the key says (cluster "" : none, and why)
 highest=-1 highest_cluster=""   # the highest epoch acted on, and what it named
-running="" running_epoch=-1 pid="" curl_pid="" nap_pid="" workdir=""
+running="" running_epoch=-1 pid="" curl_pid="" workdir="" judged=""
 
 stop_consumer() {
   [ -n "$pid" ] || return 0
   kill -TERM "$pid" 2>/dev/null || true   # the console consumer commits on the way out
   local waited=0
   while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 100 ]; do
-    sleep 0.1; waited=$(( waited + 1 ))
+    nap 0.1; waited=$(( waited + 1 ))
   done
   if kill -0 "$pid" 2>/dev/null; then
     kill -KILL "$pid" 2>/dev/null || true
@@ -97,7 +97,6 @@ start_consumer() {
 cleanup() {
   trap '' TERM INT                       # a second signal must not cut the cleanup short
   [ -z "$curl_pid" ] || kill -TERM "$curl_pid" 2>/dev/null || true
-  [ -z "$nap_pid" ] || kill -TERM "$nap_pid" 2>/dev/null || true
   stop_consumer exiting
   wait 2>/dev/null || true               # reap them all: nothing of ours outlives the script
   [ -z "$workdir" ] || rm -rf "$workdir"
@@ -109,10 +108,11 @@ trap 'exit 143' TERM
 trap 'exit 130' INT
 workdir=$(mktemp -d)
 
-# Stop before the lease ends: the console consumer's last commit must not come after it.
-# (At most an eighth of the lease: a shell takes a few hundred ms per answer on a busy machine.)
-stop_lead_ms() { local q=$(( lease_ms / 8 )); [ "$q" -lt 1000 ] && echo "$q" || echo 1000; }
-lease_lapsing() { [ $(( $(now_ms) - heard_ms )) -ge $(( lease_ms - $(stop_lead_ms) )) ]; }
+lease_lapsed() { [ $(( $(now_ms) - heard_ms )) -ge "$lease_ms" ]; }
+# A pause without a process: read from a pipe nobody writes to, for at most $1 seconds (a busy
+# machine starting a JVM makes every fork slow, and the lease is short).
+exec {never_fd}<> <(:)
+nap() { read -r -t "$1" -u "$never_fd" _ || true; }
 
 # A document drsvc wrote, as "cluster|epoch|lease_ms" (cluster empty: none); fails on anything else.
 document_fields='select(type == "object" and (.epoch | type == "number")
@@ -159,33 +159,36 @@ while true; do
   # Wait for the answer in short steps: a lease that runs out meanwhile stops the consumer on
   # time, and a TERM is acted on at once.
   while kill -0 "$curl_pid" 2>/dev/null; do
-    if [ -n "$running" ] && lease_lapsing; then
+    if [ -n "$running" ] && lease_lapsed; then
       stop_consumer "no answer from Consul within the lease"
     fi
-    sleep 0.05 & nap_pid=$!
-    wait "$nap_pid" || true
+    nap 0.05
   done
-  nap_pid=""
   wait "$curl_pid" 2>/dev/null || true
-  curl_pid=""
-  code=$(cat "$workdir/code" 2>/dev/null || true)
+  curl_pid="" code=""
+  read -r code <"$workdir/code" 2>/dev/null || true
   if [ "$code" = 200 ] || [ "$code" = 404 ]; then
-    index=$(tr -d '\r' <"$workdir/headers" | sed -n 's/^[Xx]-[Cc]onsul-[Ii]ndex: *//p')
-    [ -n "$index" ] || index=0
-    previous_why=$why
-    judge "$code"
-    if [ -n "$why" ] && [ "$why" != "$previous_why" ]; then
-      say "the active key counts as no active cluster ($why)"
+    index=0
+    while IFS=$' \t\r' read -r name value _; do
+      [ "${name,,}" != "x-consul-index:" ] || index=$value
+    done <"$workdir/headers"
+    if [ "$index:$code" != "$judged" ]; then   # a new value: an unchanged one was judged
+      previous_why=$why
+      judge "$code"
+      judged=$index:$code
+      if [ -n "$why" ] && [ "$why" != "$previous_why" ]; then
+        say "the active key counts as no active cluster ($why)"
+      fi
     fi
     [ -n "$why" ] || heard_ms=$sent        # the lease runs from when the request left
   else
     say "Consul did not answer (HTTP ${code:-none})"
-    sleep 0.2
+    nap 0.2
   fi
 
   usable=$cluster
-  if lease_lapsing; then
-    usable=""                              # the lease (nearly) lapsed: stop, whatever it said
+  if lease_lapsed; then
+    usable=""                              # the lease lapsed: stop, whatever the key said
   fi
   if [ -n "$running" ] && { [ "$usable" != "$running" ] || [ "$epoch" != "$running_epoch" ]; }; then
     stop_consumer "${usable:+now active: }${usable:-no active cluster}"

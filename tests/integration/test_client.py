@@ -334,11 +334,14 @@ def test_the_shell_example_follows_a_switch(cluster_pair: EnvironmentInfo, tmp_p
         )
         collector.start()
         try:
-            wait_until(lambda: len(lines) >= 100, 90, "east's records printed")
-            doc = _cli(shell_app, "failover", "west")
-            assert doc["to"] == "west"
-            produce(shell_app.bootstraps["west"], topic, sequence_records(100, 2, tag="west-"))
-            wait_until(lambda: len(lines) >= 200, 90, "west's records printed after the switch")
+            try:
+                wait_until(lambda: len(lines) >= 100, 90, "east's records printed")
+                doc = _cli(shell_app, "failover", "west")
+                assert doc["to"] == "west"
+                produce(shell_app.bootstraps["west"], topic, sequence_records(100, 2, tag="west-"))
+                wait_until(lambda: len(lines) >= 200, 90, "west's records printed after the switch")
+            except AssertionError as err:
+                raise AssertionError(f"{err}; the script said:\n{log.read_text()}") from err
         finally:
             follower.send_signal(signal.SIGTERM)
             try:
