@@ -36,7 +36,12 @@ from drsvc.errors import LocalEnvError
 from drsvc.runtime.failover.views import record_document
 from failover.active import decode_active
 from failover.failover_record import decode_record
-from failover.naming import app_active_key, app_failover_key, failover_record_key
+from failover.naming import (
+    app_active_key,
+    app_failover_key,
+    app_lock_key,
+    failover_record_key,
+)
 
 Executor = Literal["cli", "api", "stepped-clock"]
 EXECUTORS: tuple[Executor, ...] = ("cli", "api", "stepped-clock")
@@ -106,6 +111,22 @@ class ControlPlane:
                 return latest
             stop.wait(0.02)
         raise LocalEnvError(f"no new failover of {self.app} within {timeout_s:.0f} s")
+
+    def wait_new_lock_holder(
+        self, after: str | None, timeout_s: float, stop: threading.Event
+    ) -> str:
+        """The id of the failover that holds the application's lock, once one other than
+        ``after`` does (it is about to record itself and deactivate)."""
+        deadline = time.monotonic() + timeout_s
+        key = app_lock_key(self.namespace, self.app)
+        while not stop.is_set() and time.monotonic() < deadline:
+            entry = self.coordinator().get(key)
+            if entry is not None and entry.session is not None:
+                holder = _holder(entry.value)
+                if holder is not None and holder != after:
+                    return holder
+            stop.wait(0.005)
+        raise LocalEnvError(f"no executor took the lock of {self.app} within {timeout_s:.0f} s")
 
     def wait_step_done(
         self, failover_id: str, step: str, timeout_s: float, stop: threading.Event
@@ -180,6 +201,16 @@ class ControlPlane:
 
 
 FINISHED = frozenset({"completed", "rolled_back"})
+
+
+def _holder(value: str) -> str | None:
+    """The failover id a lock's value names (the executor writes its id, host and pid)."""
+    try:
+        found = json.loads(value)
+    except ValueError:
+        return None
+    holder = found.get("failover_id") if isinstance(found, dict) else None
+    return holder if isinstance(holder, str) else None
 
 
 def step_done(record: dict[str, Any], step: str) -> bool:

@@ -4,9 +4,9 @@ A move is a nemesis too (``planned-failover`` / ``planned-failback``): it starts
 schedule says, and its heal waits until it completed (it fails the scenario otherwise). The
 faults watch the application's keys in Consul and strike at a step of the next failover:
 
-- ``slow-consul-writes``: from the moment the failover is recorded until its "none" is
-  committed, every request of the executor reaches Consul ``ms`` later (a latency toxic on its
-  proxy), so "none" commits long after the executor decided on it;
+- ``slow-consul-writes``: from the moment the executor takes the application's lock until
+  its "none" is committed, every request of the executor reaches Consul ``ms`` later (a
+  latency toxic on its proxy), so "none" commits long after the executor decided on it;
 - ``cut-client-consul``: the application's clients lose Consul (their proxy disabled) until
   the heal;
 - ``pause-producer``: SIGSTOP of a producer process of the application, SIGCONT once another
@@ -111,7 +111,9 @@ class SlowConsulWrites(Nemesis):
         return f"armed: the executor's Consul requests {self.ms} ms late from the next failover"
 
     def _strike(self, before: str | None, stop: threading.Event) -> str:
-        failover_id = self.plane.wait_new_failover(before, WATCH_TIMEOUT_S, stop)
+        # Armed when the executor takes the lock: it records the failover and deactivates
+        # right after, too soon to wait for the record.
+        failover_id = self.plane.wait_new_lock_holder(before, WATCH_TIMEOUT_S, stop)
         self.plane.proxies.delay(EXECUTOR_PROXY, self.ms)
         slowed = time.monotonic()
         try:
@@ -122,7 +124,7 @@ class SlowConsulWrites(Nemesis):
                     return (
                         f"failover {failover_id}: the executor's Consul requests {self.ms} ms "
                         f"late until none (epoch {epoch}) committed, "
-                        f"{time.monotonic() - slowed:.1f} s after the failover was recorded"
+                        f"{time.monotonic() - slowed:.1f} s after it took the lock"
                     )
                 stop.wait(0.02)
             raise LocalEnvError(f"failover {failover_id} never wrote none")
