@@ -365,11 +365,17 @@ class ScenarioRun:
     def _service(self, topology_path: Path) -> Service:
         """``drsvc run`` of the scenario; with the ``api`` role (on a port of its own, behind a
         token of its own) when a move goes through the API or the API is killed."""
-        needs_api = any(
-            s.kind == "kill-api" or s.params.get("executor") == "api" for s in self.scenario.steps
+        kinds = {s.kind for s in self.scenario.steps}
+        needs_api = "kill-api" in kinds or any(
+            s.params.get("executor") == "api" for s in self.scenario.steps
         )
+        env: dict[str, str] = {}
+        if "slow-consul-writes" in kinds:
+            # The executor's lock renewals are as slow as its other requests while the fault
+            # lasts: a longer session TTL keeps one slow renewal from costing it the lock.
+            env["DRSVC_FAILOVER_LOCK_TTL_S"] = "30"
         if not needs_api:
-            return Service(topology_path, self.dir / "service", self.consul)
+            return Service(topology_path, self.dir / "service", self.consul, env=env)
         (port,) = allocate_ports("127.0.0.1", 1)
         self.api_address = f"127.0.0.1:{port}"
         self.api_token = secrets.token_hex(16)
@@ -378,7 +384,7 @@ class ScenarioRun:
             self.dir / "service",
             self.consul,
             roles=f"{ROLES},api",
-            env={"DRSVC_API_PORT": str(port), "DRSVC_API_TOKEN": self.api_token},
+            env={**env, "DRSVC_API_PORT": str(port), "DRSVC_API_TOKEN": self.api_token},
         )
 
     def _moves(

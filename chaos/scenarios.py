@@ -200,11 +200,11 @@ def _move(at_s: float, to: str, executor: str = "cli") -> FaultStep:
 CONTROL_PLANE_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "slow-none-write-alo",
-        "a planned failover whose executor's Consul requests arrive 4.5 s late while it writes "
+        "a planned failover whose executor's Consul requests arrive 4 s late while it writes "
         "none (longer than the lease margin), then a failback (at least once)",
         ALO,
         (
-            _step(0, "slow-consul-writes", 1, ms="4500"),
+            _step(0, "slow-consul-writes", 1, ms="4000"),
             _move(0.5, "west"),
             _move(3, "east"),
         ),
@@ -275,7 +275,7 @@ CONTROL_PLANE_SCENARIOS: tuple[Scenario, ...] = (
         "the slow none write of slow-none-write-alo with exactly-once flows",
         EOS,
         (
-            _step(0, "slow-consul-writes", 1, ms="4500"),
+            _step(0, "slow-consul-writes", 1, ms="4000"),
             _move(0.5, "west"),
             _move(3, "east"),
         ),

@@ -107,6 +107,9 @@ class FollowingProducer:
                     self.errors.append(str(err))
                 return
             value = planned.value
+            # What the broker stored: the planned headers and the ones the client added (the
+            # application's epoch, drsvc.epoch), in their order.
+            stored = msg.headers()
             self.history.append(
                 ProducedRecord(
                     self.producer_id,
@@ -118,7 +121,7 @@ class FollowingProducer:
                     planned.key,
                     hashlib.sha256(value).hexdigest(),
                     len(value),
-                    planned.headers,
+                    planned.headers if stored is None else list(stored),
                     stored_timestamp(msg, timestamp_ms),
                     False,
                     False,
