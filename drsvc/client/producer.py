@@ -19,6 +19,18 @@ queued batches went out after the switch).
 
 Delivery callbacks of records retired at a switch run on a thread that flushes and purges the old
 producer (so nothing waits for it); the others run in ``poll``/``flush`` as usual.
+
+A paused process (SIGSTOP, a frozen VM) cannot act on its lease, and when it wakes librdkafka's
+own threads send what was queued before the application's code runs again: purging on waking
+comes too late. So every record must expire in the client before the lease it was queued under
+ends: the producer's ``message.timeout.ms`` is at most half the document's lease, and a record is
+taken only while the last answer that named the cluster leaves at least that much of its lease
+(``produce`` raises :class:`NoActiveClusterError` otherwise, as while switching). A record queued
+at ``p < sent + lease - timeout`` is failed locally with ``_MSG_TIMED_OUT`` by
+``p + timeout < sent + lease``, before the executor can activate another cluster. A healthy client
+hears from Consul every quarter lease, so the rule only bites when Consul has not answered for
+half a lease. Records already on the wire when the process froze are the residual (see
+"Fencing" in ``docs/failover.md``).
 """
 
 from __future__ import annotations
@@ -47,6 +59,10 @@ _LEASE_MARGIN_S = 0.5
 _FLUSH_SLICE_S = 0.5
 #: how long the delivery reports of purged records are served
 _PURGED_REPORTS_S = 1.0
+#: a record may wait in the client's queue at most this share of the lease (see the module doc)
+_QUEUE_SHARE_OF_LEASE = 0.5
+#: the producer settings that bound how long a record may wait before it is sent
+_TIMEOUT_SETTINGS = ("message.timeout.ms", "delivery.timeout.ms")
 
 Header = tuple[str, str | bytes | None]
 
@@ -78,6 +94,8 @@ class FailoverProducer:
         self._producer: Producer | None = None
         self._joined: tuple[str, int] | None = None
         self._epoch_header: Header = (EPOCH_HEADER, b"")
+        #: how long a record may wait in the current producer's queue (seconds)
+        self._queue_timeout_s = 0.0
         self._closed = False
         #: producers being flushed and purged after a switch, each on its own thread
         self._retiring: list[threading.Thread] = []
@@ -177,11 +195,20 @@ class FailoverProducer:
             )
         if self._producer is None:
             known_cluster(self._app, state.cluster)
-            self._producer = Producer(self._app.client_config(state.cluster, self._config))
+            config = self._app.client_config(state.cluster, self._config)
+            self._queue_timeout_s = _bound_queue_time(config, state)
+            self._producer = Producer(config)
             self._joined = wanted
             self._epoch_header = (EPOCH_HEADER, encode_epoch(state.epoch))
             log.info("application %s: producing to %s (epoch %d)", self._app.name,
                      state.cluster, state.epoch)  # fmt: skip
+        if self._clock() >= state.lease_deadline_s - self._queue_timeout_s:
+            # Queued now, the record could outlive the lease in a process that froze.
+            raise NoActiveClusterError(
+                f"application '{self._app.name}' has not heard where it is active for over "
+                f"half its lease; retry the record later",
+                delay=0.2,
+            )
         return self._producer
 
     def _on_change(self, state: ActiveState) -> None:
@@ -250,6 +277,19 @@ class FailoverProducer:
                 break
             left = producer.flush(min(budget, _FLUSH_SLICE_S))
         return left
+
+
+def _bound_queue_time(config: dict[str, Any], state: ActiveState) -> float:
+    """Set the producer's message timeout to at most half the lease of the document it joins
+    under (the application's own setting stands where it is lower); returns it in seconds."""
+    assert state.document is not None
+    bound_ms = max(1, int(state.document.lease_ms * _QUEUE_SHARE_OF_LEASE))
+    asked = [int(config[k]) for k in _TIMEOUT_SETTINGS if k in config]
+    timeout_ms = min([bound_ms, *asked])
+    for setting in _TIMEOUT_SETTINGS:
+        config.pop(setting, None)
+    config["message.timeout.ms"] = timeout_ms
+    return timeout_ms / 1000.0
 
 
 def _why(state: ActiveState) -> str:

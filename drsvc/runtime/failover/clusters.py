@@ -9,7 +9,7 @@ checkpoint topic reader and the admin helpers; nothing is translated twice.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +25,7 @@ from drsvc.adapters.kafka_admin import (
 )
 from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
+from drsvc.runtime.failover.fencing import FencingReport, fence_transactional_ids
 from drsvc.runtime.failover.replay import ReplaySource, ReplayTarget, replay
 from drsvc.runtime.replication.repair import unsynced_copies
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
@@ -110,6 +111,13 @@ class FailoverClusters(Protocol):
     ) -> dict[Partition, PartitionError | None]:
         """Commit ``offsets`` for ``group`` as an outsider; per partition None or the broker's
         refusal (a group with live members is refused)."""
+        ...
+
+    def fence(
+        self, alias: str, transactional_ids: Sequence[str], timeout_s: float
+    ) -> FencingReport:
+        """Fence the transactional producers ``transactional_ids`` on the cluster (see
+        :mod:`.fencing`); never raises for one id, the report says what was fenced."""
         ...
 
     def replay(
@@ -273,6 +281,13 @@ class KafkaFailoverClusters:
         if any(offset < 0 for offset in offsets.values()):
             raise ConfigError(f"negative offset for group '{group}' on '{alias}': {offsets}")
         return alter_group_offsets(self._view(alias).admin, group, offsets, self._timeout_s)
+
+    def fence(
+        self, alias: str, transactional_ids: Sequence[str], timeout_s: float
+    ) -> FencingReport:
+        return fence_transactional_ids(
+            alias, self.client_config(alias), transactional_ids, timeout_s=timeout_s
+        )
 
     def replay(
         self,

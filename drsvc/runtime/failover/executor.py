@@ -114,6 +114,9 @@ _POLL_S = 1.0
 _QUICK_PROBE_S = 0.5
 #: attempts of a step whose failure means "retry" before the executor stops and says resume
 _RETRIES = 5
+#: the bound of fencing an application's transactional producers: its lease, within these
+_MIN_FENCING_TIMEOUT_S = 5.0
+_FENCING_TIMEOUT_S = 30.0
 #: how many partitions a refusal or a timeout names before it says how many more there are
 _SHOWN = 10
 
@@ -669,10 +672,24 @@ class FailoverExecutor:
             if acknowledged is not None
             else "when this executor found none written"
         )
-        return _StepResult(
-            Outcome.OK,
-            f"lease of {current.lease_ms / 1000:g}s waited out ({wait_s:.2f}s from {origin})",
-        )
+        detail = f"lease of {current.lease_ms / 1000:g}s waited out ({wait_s:.2f}s from {origin})"
+        fenced = self._fence(app, record)
+        return _StepResult(Outcome.OK, detail if fenced is None else f"{detail}; {fenced}")
+
+    def _fence(self, app: Application, record: FailoverRecord) -> str | None:
+        """Fence the application's transactional producers on the cluster it leaves (see
+        :mod:`.fencing`): after the lease, so only producers that outlived it (paused, cut off)
+        are fenced, never one that was still entitled to write; and only in a planned failover,
+        whose old cluster answers (an unplanned one fences when ``drsvc recover`` finds the old
+        cluster back). A fencing that fails is reported, never a reason to stop the failover:
+        the lease has already stopped every client that follows it."""
+        if record.plan.kind is not FailoverKind.PLANNED or not app.transactional_ids:
+            return None
+        timeout_s = min(_FENCING_TIMEOUT_S, max(_MIN_FENCING_TIMEOUT_S, app.lease_s))
+        report = self._clusters.fence(record.plan.from_cluster, app.transactional_ids, timeout_s)
+        if not report.complete:
+            log.warning("failover %s: %s", record.plan.failover_id, report.detail())
+        return report.detail()
 
     def _wait_caught_up(
         self, app: Application, record: FailoverRecord, step: Step, lock: Lock

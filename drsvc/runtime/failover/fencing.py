@@ -12,8 +12,11 @@ fencing error, and nothing it wrote in that transaction becomes visible to a
 :func:`fence_transactional_ids` does that for each id an application declares
 (``transactional_ids`` in the topology), on the old cluster, while it answers. It never raises
 for one id: every id ends up either fenced or in the report's failures with the reason, and the
-whole run is bounded by one deadline. The failover executor runs it in the deactivate step and
-records :meth:`FencingReport.detail` in that step's event.
+whole run is bounded by one deadline. The failover executor runs it at the end of a planned
+failover's wait-lease (once every client that follows the lease has stopped, so it never fences
+a producer still entitled to write) and records :meth:`FencingReport.detail` in that step's
+event; ``drsvc recover`` runs it on a lost cluster that came back, before it measures what did
+not cross.
 
 Plain idempotent producers have no such handle: nothing on a broker tells their requests from
 the active cluster's apart, so records they had queued or in flight when they were paused can

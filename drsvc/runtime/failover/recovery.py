@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from drsvc.adapters.coordination import Coordinator, Lock, Put
 from drsvc.runtime.failover.clusters import FailoverClusters
+from drsvc.runtime.failover.fencing import DEFAULT_FENCING_TIMEOUT_S
 from drsvc.runtime.failover.flow_switch import FlowSwitch, start_topics
 from drsvc.topology.models import Application
 from failover import naming
@@ -99,6 +100,13 @@ class SiteRecoverer:
 
     def _run(self, app: Application, record: FailoverRecord, lock: Lock) -> FailoverRecord:
         failover_id = record.plan.failover_id
+        if app.transactional_ids and record.recovery is None:
+            # Before the divergence is measured: a transactional producer that outlived its
+            # lease on the lost cluster can then append nothing more to it.
+            fenced = self._clusters.fence(
+                record.plan.from_cluster, app.transactional_ids, DEFAULT_FENCING_TIMEOUT_S
+            )
+            self._executor.event(f"failover {failover_id}: {fenced.detail()}")
         if record.recovery is None:
             record = replace(record, recovery=self._found(app, record))
             self._executor.save(record, lock)

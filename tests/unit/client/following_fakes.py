@@ -70,6 +70,8 @@ class Traffic:
     flushing: list[tuple[str, float, float]] = field(default_factory=list)
     #: (cluster, what, when): commits, closes and other consumer calls
     calls: list[tuple[str, str, float]] = field(default_factory=list)
+    #: the configuration of every producer made, in order
+    configs: list[dict[str, Any]] = field(default_factory=list)
 
     def producer_class(self) -> Callable[[Mapping[str, Any]], Any]:
         traffic = self
@@ -80,6 +82,7 @@ class Traffic:
             def __init__(self, config: Mapping[str, Any]) -> None:
                 self.cluster = SERVERS[config["bootstrap.servers"]]
                 self.queued = 0
+                traffic.configs.append(dict(config))
 
             def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any,
                         **kwargs: Any) -> None:  # fmt: skip

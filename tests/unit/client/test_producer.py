@@ -12,6 +12,7 @@ from memory_coordination import FakeClock, MemoryCoordinator
 
 import drsvc.client.producer as producer_module
 from drsvc.client.producer import FailoverProducer
+from drsvc.errors import NoActiveClusterError
 from failover.active import lease_wait_s
 
 LEASE_S = 15.0
@@ -55,12 +56,13 @@ def test_a_client_that_hears_none_late_stops_delivering_to_the_old_cluster_in_ti
     clock.advance(0.2)
     write(store, None, 2)  # the executor's none, acknowledged now
     activation = clock.monotonic() + lease_wait_s(LEASE_S)
-    # The client's Consul agent does not answer for 10 s: its lease on east still holds, and
-    # it goes on producing there, as it may.
-    clock.advance(10)
+    # The client's Consul agent does not answer for 7 s: its lease on east still holds, and
+    # it goes on producing there, as it may (within the first half of the lease).
+    clock.advance(7)
     assert active.cluster == "east"
     producer.produce("orders", b"y")
-    active.watch_once()  # now it hears none
+    clock.advance(3)
+    active.watch_once()  # now it hears none, 10 s late
     active.notify_changes()
     producer.close()
     assert [(c, v) for c, _, v, _ in traffic.produced] == [("east", b"x"), ("east", b"y")]
@@ -126,6 +128,10 @@ def test_every_record_carries_the_epoch_it_was_produced_under(
     active.watch_once()
     write(store, "west", 9)
     active.watch_once()
+    active.notify_changes()  # east is retired: its flush runs the fake clock on to its lease
+    for retiring in producer._retiring:
+        retiring.join()
+    active.watch_once()  # a fresh answer naming west
     producer.produce("orders", b"e")
     producer.close()
     assert [(c, v, list(h or [])) for c, _, v, h in traffic.produced] == [
@@ -135,3 +141,46 @@ def test_every_record_carries_the_epoch_it_was_produced_under(
         ("east", b"d", [("trace", None), ("drsvc.epoch", b"7")]),
         ("west", b"e", [("drsvc.epoch", b"9")]),
     ]
+
+
+def test_a_record_is_taken_only_while_it_would_expire_within_the_lease(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    """A frozen process's queue is sent when it wakes, before any code of it runs: every queued
+    record must time out in the client before the lease it was taken under ends."""
+    write(store, "east", 1)
+    active, producer = _producer(store, clock)
+    active.watch_once()
+    heard = clock.monotonic()
+    producer.produce("orders", b"x")
+    assert traffic.configs[-1]["message.timeout.ms"] == LEASE_S * 1000 / 2
+    clock.advance(LEASE_S / 2 - 0.1)
+    producer.produce("orders", b"y")  # expires by heard + lease - 0.1 at the latest
+    clock.advance(0.2)
+    assert active.cluster == "east"  # the lease holds, but a record taken now could outlive it
+    with pytest.raises(NoActiveClusterError, match="half its lease"):
+        producer.produce("orders", b"z")
+    active.watch_once()  # a fresh answer: records are taken again
+    producer.produce("orders", b"z")
+    assert clock.monotonic() - heard < LEASE_S
+    producer.close()
+
+
+def test_an_application_timeout_below_half_the_lease_stands(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    write(store, "east", 1)
+    active = follower(store, clock, lease_s=LEASE_S)
+    producer = FailoverProducer(
+        "orders",
+        active.application.topology,
+        {"delivery.timeout.ms": 3000},
+        active=active,
+        clock=clock.monotonic,
+    )
+    active.watch_once()
+    producer.produce("orders", b"x")
+    config = traffic.configs[-1]
+    assert config["message.timeout.ms"] == 3000
+    assert "delivery.timeout.ms" not in config
+    producer.close()

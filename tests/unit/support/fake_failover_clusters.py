@@ -7,12 +7,13 @@ offset commit, so a test can check that no group was ever moved backwards.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from drsvc.adapters.kafka_admin import PartitionError
 from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.failover.clusters import GroupMember
+from drsvc.runtime.failover.fencing import FenceFailure, FencingReport
 from drsvc.runtime.translation.group_translation import GroupTranslation, PartitionTranslation
 from failover.checkpoints import Checkpoint, CheckpointKey
 from failover.site_recovery import DivergentRange, PartitionOffset
@@ -50,10 +51,30 @@ class FakeFailoverClusters:
     replayed: list[tuple[str, str, str, str, int, int]] = field(default_factory=list)
     #: replay() calls that fail half-way (after copying the first record) before one works
     failing_replays: int = 0
+    #: every fencing: (cluster, transactional ids); ids in unfenceable fail with a reason
+    fencings: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    unfenceable: set[str] = field(default_factory=set)
 
     def _up(self, alias: str) -> None:
         if alias in self.down:
             raise KafkaUnavailableError(f"cluster '{alias}' is down")
+
+    def fence(
+        self, alias: str, transactional_ids: Sequence[str], timeout_s: float
+    ) -> FencingReport:
+        self.fencings.append((alias, tuple(transactional_ids)))
+        failed = tuple(
+            FenceFailure(t, "coordinator not available")
+            for t in transactional_ids
+            if alias in self.down or t in self.unfenceable
+        )
+        missing = {f.transactional_id for f in failed}
+        return FencingReport(
+            alias,
+            fenced=tuple(t for t in transactional_ids if t not in missing),
+            failed=failed,
+            asked=tuple(transactional_ids),
+        )
 
     def reachable(self, alias: str, timeout_s: float | None = None, *, tries: int = 3) -> bool:
         self.probes.append((alias, tries))
