@@ -30,6 +30,7 @@ from drsvc.verify.histories import (
     ProducedRecord,
 )
 from drsvc.verify.identity import parse
+from failover.epoch_header import EPOCH_HEADER, encode_epoch
 
 from .producer import stored_timestamp
 from .shapes import PlannedRecord, RecordFactory, Shape
@@ -98,7 +99,7 @@ class FollowingProducer:
         self.history.flush()
 
     def _delivered(
-        self, seq: int, planned: PlannedRecord, cluster: list[str], timestamp_ms: int
+        self, seq: int, planned: PlannedRecord, landed: list[str], timestamp_ms: int
     ) -> Any:
         def done(err: Any, msg: Any) -> None:
             if err is not None:
@@ -107,21 +108,21 @@ class FollowingProducer:
                     self.errors.append(str(err))
                 return
             value = planned.value
-            # What the broker stored: the planned headers and the ones the client added (the
-            # application's epoch, drsvc.epoch), in their order.
-            stored = msg.headers()
             self.history.append(
                 ProducedRecord(
                     self.producer_id,
                     seq,
-                    cluster[0],
+                    landed[0],
                     self.topic,
                     msg.partition(),
                     msg.offset(),
                     planned.key,
                     hashlib.sha256(value).hexdigest(),
                     len(value),
-                    planned.headers if stored is None else list(stored),
+                    # what the log holds: the client stamps the epoch it joined under last
+                    [*planned.headers, (EPOCH_HEADER, encode_epoch(int(landed[1])))]
+                    if len(landed) > 1
+                    else planned.headers,
                     stored_timestamp(msg, timestamp_ms),
                     False,
                     False,
@@ -156,12 +157,21 @@ class FollowingProducer:
             except (NoActiveClusterError, BufferError):
                 self._producer.poll(0.1)  # switching, or the queue is full: this record again
                 continue
-            landed.append(self._producer.cluster or "?")
+            joined = _joined(self._producer)
+            landed.extend(("?",) if joined is None else (joined[0], str(joined[1])))
             seq += 1
             planned = self._factory.record(seq)
             if time.monotonic() - due > 1:
                 started = time.monotonic() - seq / self.rate  # no burst after a switch
             self._producer.poll(0)
+
+
+def _joined(producer: FailoverProducer) -> tuple[str, int] | None:
+    """The cluster and epoch ``producer`` joined under (what it stamps in ``drsvc.epoch``), read
+    at once so the two agree. FailoverProducer shows only the cluster (``cluster``); the pair is
+    its ``_joined``, read here until it has a public accessor."""
+    joined: tuple[str, int] | None = producer._joined
+    return joined
 
 
 class FollowingConsumer:
