@@ -116,7 +116,6 @@ def register(app: typer.Typer) -> None:
                 settings,
                 catch_up_timeout_s=DEFAULT_CATCH_UP_TIMEOUT_S,
                 probe_timeout_s=PROBE_TIMEOUT_S,
-                on_event=lambda message: log.info("%s", message),
                 look_at_lost_cluster=False,
             )
 
