@@ -431,6 +431,11 @@ class ScenarioRun:
         finally:
             producer.stop()
             paused_counts = _stop_process(paused) if paused is not None else None
+            if paused is not None and not (paused_counts or {}).get("acknowledged"):
+                self.problems.append(
+                    f"the paused producer wrote nothing ({paused_counts}; see "
+                    "paused-producer.log): its pause proved nothing"
+                )
             self.lease_samples = probe.stop()
             probe.write(self.history)
             try:
@@ -454,7 +459,9 @@ class ScenarioRun:
 
     def _paused_producer(self, topology_path: Path, consul: str) -> subprocess.Popen[bytes] | None:
         """The producer process ``pause-producer`` freezes, if the schedule has that fault: it
-        lingers 2 s, so its queue always holds about two seconds of records."""
+        lingers 1 s, so its queue always holds about a second of records (FailoverProducer
+        lets a record wait at most half the lease, 1.5 s here, and librdkafka wants the
+        linger below that)."""
         if not any(s.kind == "pause-producer" for s in self.scenario.steps):
             return None
         log = (self.dir / "paused-producer.log").open("ab")
@@ -462,7 +469,7 @@ class ScenarioRun:
             [
                 sys.executable, "-m", "chaos.workload.producer_process", APP, str(topology_path),
                 self.topics[0], "paused", str(self.history), consul,
-                str(self.scenario.rate_per_s), "2000", str(self.seed),
+                str(self.scenario.rate_per_s), "1000", str(self.seed),
             ],
             stdout=subprocess.PIPE, stderr=log, start_new_session=True,
         )  # fmt: skip

@@ -230,7 +230,7 @@ CONTROL_PLANE_SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "paused-producer-alo",
-        "a producer process lingering 2 s frozen (SIGSTOP) with its queue full across a "
+        "a producer process lingering 1 s frozen (SIGSTOP) with its queue full across a "
         "planned failover, thawed 1 s after the activation, then a failback (at least once)",
         ALO,
         (
