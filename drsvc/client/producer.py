@@ -45,7 +45,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from drsvc.client.active_cluster import ActiveCluster, ActiveState, known_cluster
-from drsvc.errors import NoActiveClusterError
+from drsvc.errors import ConfigError, NoActiveClusterError
 from drsvc.topology.models import Topology
 from failover.epoch_header import EPOCH_HEADER, encode_epoch
 
@@ -63,6 +63,8 @@ _PURGED_REPORTS_S = 1.0
 _QUEUE_SHARE_OF_LEASE = 0.5
 #: the producer settings that bound how long a record may wait before it is sent
 _TIMEOUT_SETTINGS = ("message.timeout.ms", "delivery.timeout.ms")
+#: the producer settings that hold a record back on purpose
+_LINGER_SETTINGS = ("linger.ms", "queue.buffering.max.ms")
 
 Header = tuple[str, str | bytes | None]
 
@@ -288,6 +290,14 @@ def _bound_queue_time(config: dict[str, Any], state: ActiveState) -> float:
     timeout_ms = min([bound_ms, *asked])
     for setting in _TIMEOUT_SETTINGS:
         config.pop(setting, None)
+    for setting in _LINGER_SETTINGS:
+        if setting in config and float(config[setting]) >= timeout_ms:
+            # librdkafka refuses a linger that is not below the message timeout
+            raise ConfigError(
+                f"{setting} {config[setting]} is not below {timeout_ms} ms, half the lease of "
+                f"the application's active document ({state.document.lease_ms} ms): a record must "
+                "be able to leave the queue within it; lower it"
+            )
     config["message.timeout.ms"] = timeout_ms
     return timeout_ms / 1000.0
 

@@ -12,7 +12,7 @@ from memory_coordination import FakeClock, MemoryCoordinator
 
 import drsvc.client.producer as producer_module
 from drsvc.client.producer import FailoverProducer
-from drsvc.errors import NoActiveClusterError
+from drsvc.errors import ConfigError, NoActiveClusterError
 from failover.active import lease_wait_s
 
 LEASE_S = 15.0
@@ -183,4 +183,22 @@ def test_an_application_timeout_below_half_the_lease_stands(
     config = traffic.configs[-1]
     assert config["message.timeout.ms"] == 3000
     assert "delivery.timeout.ms" not in config
+    producer.close()
+
+
+def test_a_linger_that_a_record_could_not_leave_within_is_refused_with_the_reason(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    write(store, "east", 1, lease_ms=2000)
+    active = follower(store, clock, lease_s=2)
+    producer = FailoverProducer(
+        "orders",
+        active.application.topology,
+        {"linger.ms": 1000},
+        active=active,
+        clock=clock.monotonic,
+    )
+    active.watch_once()
+    with pytest.raises(ConfigError, match=r"linger\.ms 1000 is not below 1000 ms"):
+        producer.produce("orders", b"x")
     producer.close()
