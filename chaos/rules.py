@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from chaos.lease_overlap import Overlap
+from drsvc.verify.verdict import ALWAYS_FATAL
 
 #: the ``checks`` object of ``chaos run --json``, in order
 SCENARIO_CHECKS = (
@@ -30,15 +31,8 @@ SCENARIO_CHECKS = (
     "two_active",
 )
 
-ALWAYS_ZERO = (
-    "lost",
-    "reordered",
-    "altered",
-    "loops",
-    "skipped_after_failover",
-    "aborted_visible",
-    "two_active",
-)
+#: the consistency job's checks that fail a run whenever they count anything
+ALWAYS_ZERO = ALWAYS_FATAL
 
 
 def judge(

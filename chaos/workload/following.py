@@ -157,21 +157,13 @@ class FollowingProducer:
             except (NoActiveClusterError, BufferError):
                 self._producer.poll(0.1)  # switching, or the queue is full: this record again
                 continue
-            joined = _joined(self._producer)
+            joined = self._producer.joined
             landed.extend(("?",) if joined is None else (joined[0], str(joined[1])))
             seq += 1
             planned = self._factory.record(seq)
             if time.monotonic() - due > 1:
                 started = time.monotonic() - seq / self.rate  # no burst after a switch
             self._producer.poll(0)
-
-
-def _joined(producer: FailoverProducer) -> tuple[str, int] | None:
-    """The cluster and epoch ``producer`` joined under (what it stamps in ``drsvc.epoch``), read
-    at once so the two agree. FailoverProducer shows only the cluster (``cluster``); the pair is
-    its ``_joined``, read here until it has a public accessor."""
-    joined: tuple[str, int] | None = producer._joined
-    return joined
 
 
 class FollowingConsumer:

@@ -109,6 +109,12 @@ class FailoverProducer:
         """The cluster it produces to now (None: none)."""
         return None if self._joined is None else self._joined[0]
 
+    @property
+    def joined(self) -> tuple[str, int] | None:
+        """The cluster it produces to now and the epoch it joined under (what every record's
+        ``drsvc.epoch`` header carries), read together; None while it produces nowhere."""
+        return self._joined
+
     def produce(
         self,
         topic: str,

@@ -24,7 +24,7 @@ from drsvc.errors import ConfigError
 from drsvc.topology.models import Topology
 from drsvc.verify import checks, consumer_checks, histories, records, two_active
 from drsvc.verify.kafka_source import read_topics
-from drsvc.verify.verdict import Verdict, jsonable
+from drsvc.verify.verdict import ALWAYS_FATAL, Verdict, jsonable
 
 
 @dataclass(frozen=True, order=True)
@@ -122,18 +122,6 @@ def observe(spark: SparkSession, request: VerifyRequest) -> DataFrame:
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
-
-
-#: Checks where any violation fails the run.
-ALWAYS_FATAL = (
-    "lost",
-    "reordered",
-    "altered",
-    "loops",
-    "skipped_after_failover",
-    "aborted_visible",
-    "two_active",
-)
 
 
 def judge(

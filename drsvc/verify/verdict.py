@@ -7,6 +7,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Checks where any violation fails the run (here, apart from the Spark job, so that the chaos
+#: suite's rules share the list without importing Spark).
+ALWAYS_FATAL = (
+    "lost",
+    "reordered",
+    "altered",
+    "loops",
+    "skipped_after_failover",
+    "aborted_visible",
+    "two_active",
+)
+
 #: The checks every verdict reports, in the order of the chaos scenarios' ``checks`` object.
 CHECKS = (
     "lost",
