@@ -114,6 +114,8 @@ _POLL_S = 1.0
 _QUICK_PROBE_S = 0.5
 #: attempts of a step whose failure means "retry" before the executor stops and says resume
 _RETRIES = 5
+#: times a step whose write met a concurrent change of a document it edits is done again at once
+_CONFLICT_ATTEMPTS = 5
 #: the bound of fencing an application's transactional producers: its lease, within these
 _MIN_FENCING_TIMEOUT_S = 5.0
 _FENCING_TIMEOUT_S = 30.0
@@ -524,23 +526,9 @@ class FailoverExecutor:
             try:
                 result = self._execute(app, record, step, lock)
             except (DrsvcError, SwitchError) as err:
-                if (
-                    isinstance(err, DrsvcError)
-                    and not err.retryable
-                    and not isinstance(err, ConflictError)
-                ):
-                    raise
-                result = _StepResult(Outcome.FAILED, str(err))
+                result = _as_failure(err)
             _failpoint(f"during-{step.name.value}")
-            try:
-                record = self._record(record, step, result, lock)
-            except ConflictError as err:
-                # The active key changed under the step: record the failure instead. (A write
-                # of this failover's that timed out cannot be what changed it: that
-                # transaction checks this lock's session, which is released before anyone
-                # retries; it commits before the release, and the retry's read finds it, or
-                # never.)
-                record = self._record(record, step, _StepResult(Outcome.FAILED, str(err)), lock)
+            record, result = self._record_step(app, record, step, result, lock)
             took = self._clock.monotonic() - started
             self.event(
                 f"failover {record.plan.failover_id}: {step.name.value} {result.outcome.value}"
@@ -561,6 +549,33 @@ class FailoverExecutor:
         self._none_since.pop(record.plan.failover_id, None)
         self.event(f"failover {record.plan.failover_id}: {record.state.value}")
         return record
+
+    def _record_step(
+        self, app: Application, record: FailoverRecord, step: Step, result: _StepResult, lock: Lock
+    ) -> tuple[FailoverRecord, _StepResult]:
+        """Record the step's outcome with its writes; returns the record and the result that
+        was recorded. A write refused because a document it changes moved meanwhile (another
+        application of the same flow activating at once edits the flow's control document) is
+        not this failover's failure: the step is done again at once on what is there now, a few
+        times, before the conflict is recorded as the step's failure. A step done again
+        re-reads everything it writes, so a real change of the active key under it (another
+        failover) comes back as its own failure, not as a conflict."""
+        for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+            try:
+                return self._record(record, step, result, lock), result
+            except ConflictError as err:
+                # (A write of this failover's that timed out cannot be what changed it: that
+                # transaction checks this lock's session, which is released before anyone
+                # retries; it commits before the release, and the retry's read finds it, or
+                # never.)
+                failed = _StepResult(Outcome.FAILED, str(err))
+                if attempt == _CONFLICT_ATTEMPTS or not result.ops:
+                    return self._record(record, step, failed, lock), failed
+                try:
+                    result = self._execute(app, record, step, lock)
+                except (DrsvcError, SwitchError) as again:
+                    result = _as_failure(again)
+        raise AssertionError("unreachable: the last attempt records its outcome")
 
     def _record(
         self, record: FailoverRecord, step: Step, result: _StepResult, lock: Lock
@@ -1065,6 +1080,14 @@ def _configured_lease_ms(app: Application) -> int:
 def _shown(problems: Sequence[str]) -> str:
     more = len(problems) - _SHOWN
     return "; ".join(problems[:_SHOWN]) + (f"; {more} more" if more > 0 else "")
+
+
+def _as_failure(err: DrsvcError | SwitchError) -> _StepResult:
+    """A step's error as its failed outcome (the plan decides whether to retry or roll back);
+    an error no retry can cure (bad configuration, a lost lock) is raised instead."""
+    if isinstance(err, DrsvcError) and not err.retryable and not isinstance(err, ConflictError):
+        raise err
+    return _StepResult(Outcome.FAILED, str(err))
 
 
 def _holder_id(value: str) -> str | None:
