@@ -9,16 +9,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_failover_clusters import FakeFailoverClusters, exact
+from failover_topologies import Clock, caught_up, east_west, executor_on, orders_and_payments
 from fastapi.testclient import TestClient
-from memory_coordination import FakeClock, MemoryCoordinator
+from memory_coordination import MemoryCoordinator
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth
 from drsvc.api.service import ApiService
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
-from drsvc.topology.models import Topology
+from drsvc.runtime.failover.executor import FailoverExecutor
 from failover.active import decode_active
 from failover.naming import app_active_key, failovers_prefix
 
@@ -26,40 +25,14 @@ TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 NS = "shop"
 
-TOPOLOGY = Topology.model_validate(
-    {
-        "name": NS,
-        "clusters": {
-            "east": {"bootstrap_servers": "e:9092"},
-            "west": {"bootstrap_servers": "w:9092"},
-        },
-        "flows": [
-            {"source": "east", "target": "west", "topics": {"include": ["orders", "pay"]}},
-            {"source": "west", "target": "east", "topics": {"include": ["orders", "pay"]}},
-        ],
-        "applications": [
-            {"name": name, "groups": [group], "topics": [topic], "preferred": "east", "lease_s": 2}
-            for name, group, topic in (("orders", "g1", "orders"), ("payments", "g2", "pay"))
-        ],
-    }
-)
-
-
-class Clock(FakeClock):
-    def time_ms(self) -> int:
-        return 1_800_000_000_000 + int(self.monotonic() * 1000)
+TOPOLOGY = east_west(NS, *orders_and_payments(lease_s=2))
 
 
 class World:
     def __init__(self) -> None:
         self.clock = Clock()
         self.store = MemoryCoordinator(self.clock)
-        self.clusters = FakeFailoverClusters()
-        for group, topic in (("g1", "orders"), ("g2", "pay")):
-            self.clusters.translations[(group, "east", "west")] = [
-                exact(topic, 0, 10, f"east.{topic}", 110)
-            ]
-        self.clusters.ends["west"] = {("east.orders", 0): 150, ("east.pay", 0): 150}
+        self.clusters = caught_up({"g1": "orders", "g2": "pay"})
         self.service = ApiService(
             TOPOLOGY,
             {"east": "e:9092", "west": "w:9092"},
@@ -70,13 +43,7 @@ class World:
         self.api = TestClient(create_app(self.service, ApiAuth(TOKEN)))
 
     def executor(self) -> FailoverExecutor:
-        return FailoverExecutor(
-            TOPOLOGY,
-            self.store,
-            self.clusters,
-            clock=self.clock,
-            lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
-        )
+        return executor_on(TOPOLOGY, self.store, self.clusters, self.clock)
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         answer = self.api.post(path, json=body, headers=AUTH)

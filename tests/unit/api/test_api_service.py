@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from failover_topologies import east_west, orders_and_payments
 from fastapi.testclient import TestClient
 from memory_coordination import FakeClock, MemoryCoordinator
 
@@ -14,7 +15,7 @@ from drsvc.adapters.consul_client import ConsulClient
 from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth
 from drsvc.api.service import ApiService
-from drsvc.topology.models import Application, Topology
+from drsvc.topology.models import Application
 from failover.active import ActiveDocument
 from failover.failover_plan import (
     FailoverKind,
@@ -27,23 +28,7 @@ from failover.failover_plan import (
 TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
-TOPOLOGY = Topology.model_validate(
-    {
-        "name": "shop",
-        "clusters": {
-            "east": {"bootstrap_servers": "e:9092"},
-            "west": {"bootstrap_servers": "w:9092"},
-        },
-        "flows": [
-            {"source": "east", "target": "west", "topics": {"include": ["orders", "pay"]}},
-            {"source": "west", "target": "east", "topics": {"include": ["orders", "pay"]}},
-        ],
-        "applications": [
-            {"name": "orders", "groups": ["g1"], "topics": ["orders"], "preferred": "east"},
-            {"name": "payments", "groups": ["g2"], "topics": ["pay"], "preferred": "east"},
-        ],
-    }
-)
+TOPOLOGY = east_west("shop", *orders_and_payments())
 
 
 def _plan(request: FailoverRequest, failover_id: str) -> FailoverPlan:

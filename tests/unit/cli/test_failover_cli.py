@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_failover_clusters import FakeFailoverClusters, exact
+from failover_topologies import Clock, caught_up, east_west_document, orders_and_payments
+from fake_failover_clusters import FakeFailoverClusters
 from memory_coordination import FakeClock, MemoryCoordinator
 
 from drsvc.cli import failover as failover_cli
@@ -25,23 +26,7 @@ from failover.failover_plan import (
 
 NS = "shop"
 
-TOPOLOGY = {
-    "name": NS,
-    "clusters": {"east": {"bootstrap_servers": "e:9092"}, "west": {"bootstrap_servers": "w:9092"}},
-    "flows": [
-        {"source": "east", "target": "west", "topics": {"include": ["orders", "pay"]}},
-        {"source": "west", "target": "east", "topics": {"include": ["orders", "pay"]}},
-    ],
-    "applications": [
-        {"name": "orders", "groups": ["g1"], "topics": ["orders"], "preferred": "east"},
-        {"name": "payments", "groups": ["g2"], "topics": ["pay"], "preferred": "east"},
-    ],
-}
-
-
-class Clock(FakeClock):
-    def time_ms(self) -> int:
-        return 1_800_000_000_000 + int(self.monotonic() * 1000)
+TOPOLOGY = east_west_document(NS, *orders_and_payments())
 
 
 class SpyExecutor(FailoverExecutor):
@@ -66,10 +51,7 @@ class SpyExecutor(FailoverExecutor):
 
 @pytest.fixture
 def executor(monkeypatch: pytest.MonkeyPatch) -> SpyExecutor:
-    clusters = FakeFailoverClusters()
-    clusters.translations[("g1", "east", "west")] = [exact("orders", 0, 10, "east.orders", 110)]
-    clusters.ends["west"] = {("east.orders", 0): 150}
-    spy = SpyExecutor(MemoryCoordinator(FakeClock()), clusters)
+    spy = SpyExecutor(MemoryCoordinator(FakeClock()), caught_up())
     built: list[SpyExecutor] = []
 
     def build(*_args: Any, **_kwargs: Any) -> SpyExecutor:

@@ -4,48 +4,22 @@ in-memory coordinator and a fake clock (the threads only repeat these steps)."""
 from __future__ import annotations
 
 import pytest
+from following_fakes import KEY, topology, write
 from memory_coordination import FakeClock, MemoryCoordinator
 
 from drsvc.client.active_cluster import ActiveCluster, ActiveState
 from drsvc.client.application import ClientApplication
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
-from drsvc.topology.loader import load_topology_text
-from failover.active import ActiveDocument
-from failover.naming import app_active_key
 
-TOPOLOGY = """
-name: shop
-clusters:
-  east: {bootstrap_servers: "127.0.0.1:9092"}
-  west: {bootstrap_servers: "127.0.0.1:9093"}
-flows:
-  - {source: east, target: west}
-  - {source: west, target: east}
-applications:
-  - {name: orders, groups: [g], topics: [orders], preferred: east, lease_s: 4}
-"""
-KEY = app_active_key("shop", "orders")
+pytest_plugins = ["failover_fixtures"]
 
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(clock: FakeClock) -> MemoryCoordinator:
-    return MemoryCoordinator(clock)
+#: the lease of the topology and of the documents written
+LEASE_S = 4
 
 
 @pytest.fixture
 def active(store: MemoryCoordinator, clock: FakeClock) -> ActiveCluster:
-    return ActiveCluster(
-        "orders", load_topology_text(TOPOLOGY), coordinator=store, clock=clock.monotonic
-    )
-
-
-def _write(store: MemoryCoordinator, cluster: str | None, epoch: int) -> None:
-    store.put(KEY, ActiveDocument(cluster, epoch, f"f-{epoch}", 0, lease_ms=4000).encode())
+    return ActiveCluster("orders", topology(LEASE_S), coordinator=store, clock=clock.monotonic)
 
 
 def test_nothing_is_usable_before_consul_answered(active: ActiveCluster) -> None:
@@ -61,7 +35,7 @@ def test_an_absent_key_means_the_preferred_cluster(active: ActiveCluster) -> Non
 def test_the_lease_lapses_without_answers_and_an_answer_renews_it(
     active: ActiveCluster, store: MemoryCoordinator, clock: FakeClock
 ) -> None:
-    _write(store, "west", 3)
+    write(store, "west", 3, LEASE_S * 1000)
     active.watch_once()
     assert active.state().cluster == "west"
     clock.advance(3.9)
@@ -80,7 +54,7 @@ def test_the_lease_lapses_without_answers_and_an_answer_renews_it(
 def test_the_lease_runs_from_when_the_request_was_sent(
     active: ActiveCluster, store: MemoryCoordinator, clock: FakeClock
 ) -> None:
-    _write(store, "west", 3)
+    write(store, "west", 3, LEASE_S * 1000)
     active.watch_once()
     # A blocking watch that answers after its wait (the in-memory one advances the clock).
     active.watch_once()
@@ -93,14 +67,14 @@ def test_none_means_stop_and_listeners_hear_each_change_once(
 ) -> None:
     heard: list[tuple[str | None, int, str]] = []
     active.subscribe(lambda s: heard.append((s.cluster, s.epoch, s.reason)))
-    _write(store, "east", 1)
+    write(store, "east", 1, LEASE_S * 1000)
     active.watch_once()
     active.notify_changes()
     active.notify_changes()
-    _write(store, None, 2)
+    write(store, None, 2, LEASE_S * 1000)
     active.watch_once()
     active.notify_changes()
-    _write(store, "west", 3)
+    write(store, "west", 3, LEASE_S * 1000)
     active.watch_once()
     active.notify_changes()
     assert heard == [("east", 1, "active"), (None, 2, "switching"), ("west", 3, "active")]
@@ -110,7 +84,7 @@ def test_none_means_stop_and_listeners_hear_each_change_once(
 def test_an_unreadable_key_is_never_guessed_at(
     active: ActiveCluster, store: MemoryCoordinator
 ) -> None:
-    _write(store, "east", 1)
+    write(store, "east", 1, LEASE_S * 1000)
     active.watch_once()
     store.put(KEY, '{"cluster": 5}')
     active.watch_once()
@@ -130,14 +104,14 @@ def test_a_failing_listener_does_not_keep_the_others_from_hearing(
     active.watch_once()
     active.notify_changes()
     unsubscribe()
-    _write(store, None, 1)
+    write(store, None, 1, LEASE_S * 1000)
     active.watch_once()
     active.notify_changes()
     assert heard == ["east"]
 
 
 def test_client_settings_come_from_the_topology_and_may_not_name_servers() -> None:
-    app = ClientApplication.of("orders", load_topology_text(TOPOLOGY))
+    app = ClientApplication.of("orders", topology(LEASE_S))
     assert app.client_config("west", {"group.id": "g"}) == {
         "bootstrap.servers": "127.0.0.1:9093",
         "security.protocol": "PLAINTEXT",
@@ -153,7 +127,7 @@ def test_client_settings_come_from_the_topology_and_may_not_name_servers() -> No
 def test_a_failover_record_that_is_missing_is_an_error_not_an_empty_cutoff(
     store: MemoryCoordinator,
 ) -> None:
-    app = ClientApplication.of("orders", load_topology_text(TOPOLOGY))
+    app = ClientApplication.of("orders", topology(LEASE_S))
     assert app.cutoffs(store, None) == {}
     with pytest.raises(ConfigError, match="f-9"):
         app.cutoffs(store, "f-9")
@@ -161,4 +135,4 @@ def test_a_failover_record_that_is_missing_is_an_error_not_an_empty_cutoff(
 
 def test_an_unknown_application_is_named() -> None:
     with pytest.raises(ConfigError, match="nope"):
-        ClientApplication.of("nope", load_topology_text(TOPOLOGY))
+        ClientApplication.of("nope", topology(LEASE_S))

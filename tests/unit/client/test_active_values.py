@@ -4,6 +4,7 @@ the document's lease and the configured one)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
@@ -15,20 +16,24 @@ from drsvc.adapters.coordination import Delete
 from drsvc.client.active_cluster import ActiveCluster
 from drsvc.topology.loader import load_topology_text
 
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(clock: FakeClock) -> MemoryCoordinator:
-    return MemoryCoordinator(clock)
+pytest_plugins = ["failover_fixtures"]
 
 
 def _seen(active: ActiveCluster) -> tuple[str | None, str]:
     state = active.state()
     return state.cluster, state.reason
+
+
+def _west_at_5_then(
+    store: MemoryCoordinator, clock: FakeClock, change: Callable[[], object]
+) -> ActiveCluster:
+    """A client that heard west at epoch 5, then heard what ``change`` made of the key."""
+    active = follower(store, clock)
+    write(store, "west", 5)
+    active.watch_once()
+    change()
+    active.watch_once()
+    return active
 
 
 def test_an_absent_key_is_the_preferred_cluster_under_the_configured_lease(
@@ -68,11 +73,8 @@ def test_a_plain_alias_typed_by_hand_counts_as_none_and_is_counted_once(
 
 
 def test_a_lower_epoch_counts_as_none(store: MemoryCoordinator, clock: FakeClock) -> None:
-    active = follower(store, clock)
-    write(store, "west", 5)
-    active.watch_once()
-    write(store, "east", 2)  # an older document put back (a restored backup, a stale writer)
-    active.watch_once()
+    # An older document put back (a restored backup, a stale writer).
+    active = _west_at_5_then(store, clock, lambda: write(store, "east", 2))
     assert _seen(active) == (None, "stale-epoch")
     assert active.rejected_values["stale-epoch"] == 1
     write(store, "west", 5)
@@ -83,22 +85,15 @@ def test_a_lower_epoch_counts_as_none(store: MemoryCoordinator, clock: FakeClock
 def test_a_deleted_key_after_a_document_counts_as_none(
     store: MemoryCoordinator, clock: FakeClock
 ) -> None:
-    active = follower(store, clock)
-    write(store, "west", 5)
-    active.watch_once()
-    store.write([Delete(KEY)])  # by hand: an absent key reads as "preferred, epoch 0"
-    active.watch_once()
+    # By hand: an absent key reads as "preferred, epoch 0".
+    active = _west_at_5_then(store, clock, lambda: store.write([Delete(KEY)]))
     assert _seen(active) == (None, "stale-epoch")
 
 
 def test_one_epoch_naming_two_clusters_counts_as_none(
     store: MemoryCoordinator, clock: FakeClock
 ) -> None:
-    active = follower(store, clock)
-    write(store, "west", 5)
-    active.watch_once()
-    write(store, "east", 5)
-    active.watch_once()
+    active = _west_at_5_then(store, clock, lambda: write(store, "east", 5))
     assert _seen(active) == (None, "stale-epoch")
 
 

@@ -20,18 +20,10 @@ from drsvc.client.active_cluster import ActiveCluster
 from drsvc.client.consumer import FailoverConsumer
 from drsvc.errors import CoordinatorUnavailableError, NoActiveClusterError
 
+pytest_plugins = ["failover_fixtures"]
+
 LEASE_S = 4.0
 MARGIN_S = 0.5
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(clock: FakeClock) -> MemoryCoordinator:
-    return MemoryCoordinator(clock)
 
 
 @pytest.fixture
@@ -80,6 +72,25 @@ def _joined_east(
     return active, consumer, heard + LEASE_S
 
 
+def _none_heard(store: MemoryCoordinator, active: ActiveCluster, *, notify: bool = True) -> None:
+    """The executor writes none and the client hears it (and, with ``notify``, tells)."""
+    write(store, None, 2, lease_ms=int(LEASE_S * 1000))
+    active.watch_once()
+    if notify:
+        active.notify_changes()
+
+
+def _none_heard_holding_two(
+    store: MemoryCoordinator, clock: FakeClock
+) -> tuple[FailoverConsumer, float]:
+    """Joined east, the application processed 0 and 1 and holds 2 and 3 when the client hears
+    none; the lease's end of the answer that named east is returned."""
+    active, consumer, lease_end = _joined_east(store, clock)
+    consumer.consume(2, 0)
+    _none_heard(store, active)
+    return consumer, lease_end
+
+
 def _eventually(condition: Callable[[], bool], what: str) -> None:
     """The client's own threads (leaving a cluster) run at once on fakes; allow them a moment
     of real time."""
@@ -99,8 +110,7 @@ def test_a_commit_after_the_switch_is_refused_and_never_reaches_the_old_cluster(
 ) -> None:
     active, consumer, lease_end = _joined_east(store, clock)
     # The executor writes none while the application is busy with what it read.
-    write(store, None, 2, lease_ms=int(LEASE_S * 1000))
-    active.watch_once()
+    _none_heard(store, active, notify=False)
     clock.advance(30)  # the lease is long gone, the new cluster active by now
     with pytest.raises(NoActiveClusterError):
         consumer.commit()
@@ -137,11 +147,7 @@ def test_the_old_cluster_is_left_by_the_leases_end_without_a_poll(
 def test_hearing_none_the_next_call_commits_what_was_processed_and_leaves(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, lease_end = _joined_east(store, clock)
-    consumer.consume(2, 0)  # 0 and 1 are processed; 2 and 3 are in the application's hands
-    write(store, None, 2, lease_ms=int(LEASE_S * 1000))
-    active.watch_once()
-    active.notify_changes()
+    consumer, lease_end = _none_heard_holding_two(store, clock)
     time.sleep(0.5)  # the guard's ticks: it leaves the application time to finish
     assert _east(traffic, "close") == []
     assert consumer.consume(2, 0) == []  # nothing more from east; 2 and 3 are processed now
@@ -155,11 +161,7 @@ def test_hearing_none_the_next_call_commits_what_was_processed_and_leaves(
 def test_hearing_none_the_guard_leaves_for_an_application_that_does_not_call(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, lease_end = _joined_east(store, clock)
-    consumer.consume(2, 0)  # 0 and 1 are processed; 2 and 3 are in the application's hands
-    write(store, None, 2, lease_ms=int(LEASE_S * 1000))
-    active.watch_once()
-    active.notify_changes()
+    _held_open, lease_end = _none_heard_holding_two(store, clock)  # never called again
     clock.advance(LEASE_S - LEASE_S / 4)  # the guard's point: a quarter lease before the end
     _eventually(lambda: bool(_east(traffic, "close")), "east's consumer closed")
     # Only what was processed is committed; 2 and 3 are read again on the new cluster.
@@ -185,8 +187,7 @@ def test_the_notifier_never_waits_for_the_application_thread(
     app = threading.Thread(target=application_inside_a_call)
     app.start()
     inside.wait(5)
-    write(store, None, 2, lease_ms=int(LEASE_S * 1000))
-    active.watch_once()
+    _none_heard(store, active, notify=False)
     started = time.monotonic()
     active.notify_changes()
     assert time.monotonic() - started < 1.0

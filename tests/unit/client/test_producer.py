@@ -15,18 +15,10 @@ from drsvc.client.producer import FailoverProducer
 from drsvc.errors import ConfigError, NoActiveClusterError
 from failover.active import lease_wait_s
 
+pytest_plugins = ["failover_fixtures"]
+
 LEASE_S = 15.0
 MARGIN_S = 0.5
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(clock: FakeClock) -> MemoryCoordinator:
-    return MemoryCoordinator(clock)
 
 
 @pytest.fixture
@@ -36,23 +28,36 @@ def traffic(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Traffic:
     return traffic
 
 
-def _producer(store: MemoryCoordinator, clock: FakeClock) -> tuple[Any, FailoverProducer]:
-    active = follower(store, clock, lease_s=LEASE_S)
+def _producer(
+    store: MemoryCoordinator,
+    clock: FakeClock,
+    config: dict[str, Any] | None = None,
+    lease_s: float = LEASE_S,
+) -> tuple[Any, FailoverProducer]:
+    active = follower(store, clock, lease_s=lease_s)
     producer = FailoverProducer(
-        "orders", active.application.topology, {}, active=active, clock=clock.monotonic
+        "orders", active.application.topology, config or {}, active=active, clock=clock.monotonic
     )
     return active, producer
+
+
+def _producing_on_east(
+    store: MemoryCoordinator, clock: FakeClock
+) -> tuple[Any, FailoverProducer, float]:
+    """East is active (epoch 1); the client heard so (at the time returned) and produced x."""
+    write(store, "east", 1)
+    active, producer = _producer(store, clock)
+    active.watch_once()
+    heard = clock.monotonic()
+    active.notify_changes()
+    producer.produce("orders", b"x")
+    return active, producer, heard
 
 
 def test_a_client_that_hears_none_late_stops_delivering_to_the_old_cluster_in_time(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    write(store, "east", 1)
-    active, producer = _producer(store, clock)
-    active.watch_once()
-    old_answer_sent = clock.monotonic()
-    active.notify_changes()
-    producer.produce("orders", b"x")
+    active, producer, old_answer_sent = _producing_on_east(store, clock)
     clock.advance(0.2)
     write(store, None, 2)  # the executor's none, acknowledged now
     activation = clock.monotonic() + lease_wait_s(LEASE_S)
@@ -74,12 +79,7 @@ def test_a_client_that_hears_none_late_stops_delivering_to_the_old_cluster_in_ti
 def test_a_client_that_hears_none_at_once_flushes_until_the_old_lease_ends(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    write(store, "east", 1)
-    active, producer = _producer(store, clock)
-    active.watch_once()
-    old_answer_sent = clock.monotonic()
-    active.notify_changes()
-    producer.produce("orders", b"x")
+    active, producer, old_answer_sent = _producing_on_east(store, clock)
     write(store, None, 2)
     active.watch_once()
     active.notify_changes()
@@ -90,11 +90,7 @@ def test_a_client_that_hears_none_at_once_flushes_until_the_old_lease_ends(
 def test_after_the_lease_lapsed_nothing_more_is_flushed(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    write(store, "east", 1)
-    active, producer = _producer(store, clock)
-    active.watch_once()
-    active.notify_changes()
-    producer.produce("orders", b"x")
+    active, producer, _ = _producing_on_east(store, clock)
     clock.advance(LEASE_S)
     active.notify_changes()  # the notifier wakes at the deadline
     producer.close()
@@ -104,12 +100,7 @@ def test_after_the_lease_lapsed_nothing_more_is_flushed(
 def test_close_flushes_only_while_the_lease_holds(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    write(store, "east", 1)
-    active, producer = _producer(store, clock)
-    active.watch_once()
-    heard = clock.monotonic()
-    active.notify_changes()
-    producer.produce("orders", b"x")
+    _, producer, heard = _producing_on_east(store, clock)
     assert producer.close(timeout=60) == 1  # handed back, not delivered after the lease
     assert traffic.delivering_until("east") == pytest.approx(heard + LEASE_S - MARGIN_S)
 
@@ -170,14 +161,7 @@ def test_an_application_timeout_below_half_the_lease_stands(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
     write(store, "east", 1)
-    active = follower(store, clock, lease_s=LEASE_S)
-    producer = FailoverProducer(
-        "orders",
-        active.application.topology,
-        {"delivery.timeout.ms": 3000},
-        active=active,
-        clock=clock.monotonic,
-    )
+    active, producer = _producer(store, clock, {"delivery.timeout.ms": 3000})
     active.watch_once()
     producer.produce("orders", b"x")
     config = traffic.configs[-1]
@@ -190,14 +174,7 @@ def test_a_linger_that_a_record_could_not_leave_within_is_refused_with_the_reaso
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
     write(store, "east", 1, lease_ms=2000)
-    active = follower(store, clock, lease_s=2)
-    producer = FailoverProducer(
-        "orders",
-        active.application.topology,
-        {"linger.ms": 1000},
-        active=active,
-        clock=clock.monotonic,
-    )
+    active, producer = _producer(store, clock, {"linger.ms": 1000}, lease_s=2)
     active.watch_once()
     with pytest.raises(ConfigError, match=r"linger\.ms 1000 is not below 1000 ms"):
         producer.produce("orders", b"x")

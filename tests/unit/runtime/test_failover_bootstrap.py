@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from test_failover_documents import KEY, NS, Clock, Store, fail_over, topology
+from failover_topologies import Clock
+from test_failover_documents import KEY, NS, Store, fail_over, topology
 
 from drsvc.adapters.coordination import Delete
 from drsvc.runtime.failover.bootstrap import ensure_active_documents

@@ -3,11 +3,12 @@ goes back (the documents drsvc creates at start: test_failover_bootstrap)."""
 
 from __future__ import annotations
 
+from failover_topologies import Clock, application, caught_up, east_west, executor_on
 from fake_failover_clusters import FakeFailoverClusters, exact
-from memory_coordination import FakeClock, MemoryCoordinator
+from memory_coordination import MemoryCoordinator
 
 from drsvc.adapters.coordination import Lock, Put, WriteOp
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.topology.models import Topology
 from failover.active import ActiveDocument, decode_active, lease_wait_s
 from failover.failover_plan import FailoverRequest, FailoverState
@@ -18,34 +19,15 @@ KEY = app_active_key(NS, "app")
 
 
 def topology(lease_s: float, apps: tuple[str, ...] = ("app",)) -> Topology:
-    return Topology.model_validate(
-        {
-            "name": NS,
-            "clusters": {
-                "east": {"bootstrap_servers": "e:9092"},
-                "west": {"bootstrap_servers": "w:9092"},
-            },
-            "flows": [
-                {"source": "east", "target": "west", "topics": {"include": ["orders"]}},
-                {"source": "west", "target": "east", "topics": {"include": ["orders"]}},
-            ],
-            "applications": [
-                {
-                    "name": name,
-                    "groups": ["g1" if name == "app" else f"{name}-g"],
-                    "topics": ["orders"],
-                    "preferred": "east" if name == "app" else "west",
-                    "lease_s": lease_s,
-                }
-                for name in apps
-            ],
-        }
+    return east_west(
+        NS,
+        *(
+            application(name, ("g1",), lease_s=lease_s)
+            if name == "app"
+            else application(name, (f"{name}-g",), preferred="west", lease_s=lease_s)
+            for name in apps
+        ),
     )
-
-
-class Clock(FakeClock):
-    def time_ms(self) -> int:
-        return 1_800_000_000_000 + int(self.monotonic() * 1000)
 
 
 class Store(MemoryCoordinator):
@@ -65,21 +47,13 @@ class Store(MemoryCoordinator):
 
 
 def _clusters() -> FakeFailoverClusters:
-    fake = FakeFailoverClusters()
-    fake.translations[("g1", "east", "west")] = [exact("orders", 0, 10, "east.orders", 110)]
+    fake = caught_up()
     fake.translations[("g1", "west", "east")] = [exact("east.orders", 0, 110, "orders", 10)]
-    fake.ends["west"] = {("east.orders", 0): 150}
     return fake
 
 
 def _executor(store: Store, clock: Clock, lease_s: float) -> FailoverExecutor:
-    return FailoverExecutor(
-        topology(lease_s),
-        store,
-        _clusters(),
-        clock=clock,
-        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
-    )
+    return executor_on(topology(lease_s), store, _clusters(), clock)
 
 
 def fail_over(store: Store, clock: Clock, lease_s: float, to: str) -> None:

@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from failover_topologies import Clock, application, east_west, executor_on
 from fake_failover_clusters import FakeFailoverClusters, exact
-from memory_coordination import FakeClock, MemoryCoordinator
+from memory_coordination import MemoryCoordinator
 
 from drsvc.errors import KafkaUnavailableError, LockLostError
 from drsvc.runtime.failover import executor as executor_module
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Topology
 from failover.active import ActiveDocument, decode_active, lease_wait_s
@@ -22,57 +23,28 @@ from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverKind, FailoverRequest, FailoverState
 from failover.naming import app_active_key, app_lock_key, flow_control_key
 
+pytest_plugins = ["failover_fixtures"]
+
 NS = "t"
 TOPIC = "orders"
 REMOTE = "east.orders"
 
 
 def _topology(policy: str = "refuse", on_recovery: str = "quarantine") -> Topology:
-    return Topology.model_validate(
-        {
-            "name": NS,
-            "clusters": {
-                "east": {"bootstrap_servers": "e:9092"},
-                "west": {"bootstrap_servers": "w:9092"},
-            },
-            "flows": [
-                {"source": "east", "target": "west", "topics": {"include": ["orders"]}},
-                {"source": "west", "target": "east", "topics": {"include": ["orders"]}},
-            ],
-            "applications": [
-                {
-                    "name": "app",
-                    "groups": ["g1", "g2"],
-                    "topics": [TOPIC],
-                    "preferred": "east",
-                    "lease_s": 3,
-                    "on_unknown_translation": policy,
-                    "on_recovery": on_recovery,
-                }
-            ],
-        }
+    return east_west(
+        NS,
+        application(
+            groups=("g1", "g2"),
+            topics=(TOPIC,),
+            lease_s=3,
+            on_unknown_translation=policy,
+            on_recovery=on_recovery,
+        ),
     )
-
-
-class Clock(FakeClock):
-    """The fake clock with a wall time for records and the lease."""
-
-    def time_ms(self) -> int:
-        return 1_800_000_000_000 + int(self.monotonic() * 1000)
 
 
 class Crash(BaseException):
     """A kill -9 at a failpoint (BaseException: nothing in the executor catches it)."""
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> MemoryCoordinator:
-    return MemoryCoordinator(clock)
 
 
 @pytest.fixture
@@ -93,14 +65,7 @@ def _executor(
     policy: str = "refuse",
     catch_up_s: float = 30.0,
 ) -> FailoverExecutor:
-    return FailoverExecutor(
-        _topology(policy),
-        store,
-        clusters,
-        clock=clock,
-        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
-        catch_up_timeout_s=catch_up_s,
-    )
+    return executor_on(_topology(policy), store, clusters, clock, catch_up_timeout_s=catch_up_s)
 
 
 def _active(store: MemoryCoordinator) -> ActiveDocument:
@@ -400,13 +365,7 @@ def _lost_east(
 ) -> FailoverExecutor:
     """East is lost with records 50..57 of partition 0 not crossed; the application is moved
     to west (unplanned), then east comes back."""
-    executor = FailoverExecutor(
-        _topology(on_recovery=policy),
-        store,
-        clusters,
-        clock=clock,
-        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
-    )
+    executor = executor_on(_topology(on_recovery=policy), store, clusters, clock)
     clusters.down.add("east")
     clusters.checkpoint_map[("east", "west")] = {
         CheckpointKey("g1", REMOTE, 0): Checkpoint(TOPIC, 50, 150, "exact"),
@@ -514,14 +473,7 @@ def test_the_controller_s_executor_does_not_look_at_the_lost_cluster_again(
     # controller's (which acts only once every vantage point lost east) reports them unknown.
     clusters.ends["east"] = {(TOPIC, 0): 70, (TOPIC, 1): 80}
     clusters.replicated_map[("east", "west")] = {(TOPIC, 0): 50, (TOPIC, 1): 60}
-    executor = FailoverExecutor(
-        _topology("refuse"),
-        store,
-        clusters,
-        clock=clock,
-        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
-        look_at_lost_cluster=look,
-    )
+    executor = executor_on(_topology("refuse"), store, clusters, clock, look_at_lost_cluster=look)
     record = executor.start(FailoverRequest("app", "west", force=True))
     assert record.state is FailoverState.COMPLETED
     got = {u.partition: u.last_offset for u in record.unreplicated}

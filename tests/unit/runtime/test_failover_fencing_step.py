@@ -4,47 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pytest
+from failover_topologies import Clock, application, east_west, executor_on
 from fake_failover_clusters import FakeFailoverClusters, exact
-from memory_coordination import FakeClock, MemoryCoordinator
+from memory_coordination import MemoryCoordinator
 
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.failover.executor import LockTiming
 from drsvc.runtime.failover.fencing import FencingReport
 from drsvc.topology.models import Topology
 from failover.failover_plan import FailoverRecord, FailoverRequest, FailoverState, StepName
 
+pytest_plugins = ["failover_fixtures"]
+
 NS = "t"
 
 
-class Clock(FakeClock):
-    def time_ms(self) -> int:
-        return 1_800_000_000_000 + int(self.monotonic() * 1000)
-
-
 def _topology(transactional_ids: list[str]) -> Topology:
-    return Topology.model_validate(
-        {
-            "name": NS,
-            "clusters": {
-                "east": {"bootstrap_servers": "e:9092"},
-                "west": {"bootstrap_servers": "w:9092"},
-            },
-            "flows": [
-                {"source": "east", "target": "west", "topics": {"include": ["orders"]}},
-                {"source": "west", "target": "east", "topics": {"include": ["orders"]}},
-            ],
-            "applications": [
-                {
-                    "name": "app",
-                    "groups": ["g1"],
-                    "topics": ["orders"],
-                    "preferred": "east",
-                    "lease_s": 3,
-                    "transactional_ids": transactional_ids,
-                }
-            ],
-        }
-    )
+    return east_west(NS, application(lease_s=3, transactional_ids=transactional_ids))
 
 
 class Watching(FakeFailoverClusters):
@@ -62,20 +37,13 @@ class Watching(FakeFailoverClusters):
         return super().fence(alias, transactional_ids, timeout_s)
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 def _run(
     clock: Clock, clusters: FakeFailoverClusters, ids: list[str], force: bool = False
 ) -> tuple[MemoryCoordinator, FailoverRecord]:
     clusters.translations[("g1", "east", "west")] = [exact("orders", 0, 10, "east.orders", 110)]
     clusters.ends["west"] = {("east.orders", 0): 150}
     store = MemoryCoordinator(clock)
-    executor = FailoverExecutor(
-        _topology(ids), store, clusters, clock=clock, lock_timing=LockTiming(ttl_s=10)
-    )
+    executor = executor_on(_topology(ids), store, clusters, clock, LockTiming(ttl_s=10))
     return store, executor.start(FailoverRequest("app", "west", force=force))
 
 
@@ -126,9 +94,7 @@ def test_a_recovery_fences_the_declared_ids_on_the_lost_cluster_before_it_measur
     clusters.down.clear()
     clusters.ends["east"] = {("orders", 0): 58}
     clusters.ends["west"] = {("orders", 0): 7, ("east.orders", 0): 150}
-    executor = FailoverExecutor(
-        _topology(["orders-tx-0"]), store, clusters, clock=clock, lock_timing=LockTiming(ttl_s=10)
-    )
+    executor = executor_on(_topology(["orders-tx-0"]), store, clusters, clock, LockTiming(ttl_s=10))
     executor.recover("app", dry_run=True)
     assert clusters.fencings == []  # a dry run changes nothing
     assert executor.recover("app").recovery is not None

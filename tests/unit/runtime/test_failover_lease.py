@@ -13,14 +13,14 @@ import json
 from collections.abc import Iterator, Sequence
 
 import pytest
-from fake_failover_clusters import FakeFailoverClusters, exact
-from memory_coordination import FakeClock, MemoryCoordinator
+from failover_topologies import Clock, application, caught_up, east_west, executor_on
+from memory_coordination import MemoryCoordinator
 
 from drsvc.adapters.coordination import Lock, Put, WriteOp
 from drsvc.client.active_cluster import ActiveCluster, ActiveState
 from drsvc.errors import CoordinatorUnavailableError
 from drsvc.runtime.failover import executor as executor_module
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.topology.models import Topology
 from failover.active import lease_wait_s
 from failover.failover_plan import FailoverRequest, FailoverState
@@ -28,46 +28,16 @@ from failover.naming import app_active_key
 
 NS = "lease"
 KEY = app_active_key(NS, "app")
-WALL_ORIGIN_MS = 1_800_000_000_000
 #: sums of the fake clock's float seconds are off by far less than this
 FLOAT_ERROR_S = 1e-6
 
 
 def _topology(lease_s: float = 15) -> Topology:
-    return Topology.model_validate(
-        {
-            "name": NS,
-            "clusters": {
-                "east": {"bootstrap_servers": "e:9092"},
-                "west": {"bootstrap_servers": "w:9092"},
-            },
-            "flows": [
-                {"source": "east", "target": "west", "topics": {"include": ["orders"]}},
-                {"source": "west", "target": "east", "topics": {"include": ["orders"]}},
-            ],
-            "applications": [
-                {
-                    "name": "app",
-                    "groups": ["g1"],
-                    "topics": ["orders"],
-                    "preferred": "east",
-                    "lease_s": lease_s,
-                }
-            ],
-        }
-    )
+    return east_west(NS, application(lease_s=lease_s))
 
 
-class Clock(FakeClock):
-    """One host's clocks: monotonic time moves with the fake clock; the wall clock is that plus
-    an offset that tests step (NTP) or set per host (another machine's clock)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.wall_offset_ms = 0
-
-    def time_ms(self) -> int:
-        return WALL_ORIGIN_MS + int(self.monotonic() * 1000) + self.wall_offset_ms
+# One host's clocks (failover_topologies.Clock): monotonic time moves with the fake clock; the
+# wall clock is that plus an offset that tests step (NTP) or set per host (another machine's).
 
 
 class OtherHost:
@@ -143,21 +113,8 @@ def crash_after_deactivate(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.undo()
 
 
-def _clusters() -> FakeFailoverClusters:
-    fake = FakeFailoverClusters()
-    fake.translations[("g1", "east", "west")] = [exact("orders", 0, 10, "east.orders", 110)]
-    fake.ends["west"] = {("east.orders", 0): 150}
-    return fake
-
-
 def _executor(store: Consul, clock: object) -> FailoverExecutor:
-    return FailoverExecutor(
-        _topology(),
-        store,
-        _clusters(),
-        clock=clock,  # type: ignore[arg-type]
-        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
-    )
+    return executor_on(_topology(), store, caught_up(), clock)
 
 
 @pytest.mark.parametrize(("delay_s", "planned"), [(0.1, True), (5.0, True), (5.0, False)])
@@ -166,12 +123,10 @@ def test_a_slow_commit_of_none_never_leaves_a_client_on_the_old_cluster(
 ) -> None:
     clock = Clock()
     store = Consul(clock, commit_delay_s=delay_s)
-    clusters = _clusters()
+    clusters = caught_up()
     if not planned:
         clusters.down.add("east")
-    executor = FailoverExecutor(
-        _topology(), store, clusters, clock=clock, lock_timing=LockTiming(ttl_s=10, lock_delay_s=5)
-    )
+    executor = executor_on(_topology(), store, clusters, clock)
     record = executor.start(FailoverRequest("app", "west", force=not planned))
     assert record.state is FailoverState.COMPLETED
     (at, _cluster, held) = store.cluster_writes[-1]

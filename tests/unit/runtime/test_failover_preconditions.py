@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from failover_topologies import Clock, executor_on
 from fake_failover_clusters import FakeFailoverClusters, exact
 from memory_coordination import MemoryCoordinator
-from test_failover_requests import Clock, topology, written
+from test_failover_requests import topology, written
 
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
 from failover.errors import PreconditionFailed
 from failover.failover_plan import FailoverKind, FailoverRequest, FailoverState
 
@@ -20,9 +20,7 @@ def test_preconditions_from_a_dry_run_must_still_hold() -> None:
     store = MemoryCoordinator(clock)
     clusters = FakeFailoverClusters()
     clusters.translations[("g1", "east", "west")] = [exact("orders", 0, 10, "east.orders", 110)]
-    executor = FailoverExecutor(
-        topology(), store, clusters, clock=clock, lock_timing=LockTiming(ttl_s=10, lock_delay_s=5)
-    )
+    executor = executor_on(topology(), store, clusters, clock)
     plan, _targets, _note = executor.preview(FailoverRequest("orders", "west"))
     epoch = executor.active(executor.application("orders")).epoch
     shown = FailoverRequest("orders", "west", expect_kind=plan.kind, expect_epoch=epoch)

@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from failover_topologies import Clock, caught_up, east_west, executor_on, orders_and_payments
 from fake_failover_clusters import FakeFailoverClusters, exact
-from memory_coordination import FakeClock, MemoryCoordinator
+from memory_coordination import MemoryCoordinator
 
-from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.translation.group_translation import Unrouted
 from drsvc.topology.models import Topology
 from failover.active import decode_active, lease_wait_s
@@ -19,65 +20,25 @@ from failover.errors import FailoverRefused, PolicyError
 from failover.failover_plan import FailoverKind, FailoverRequest, FailoverState
 from failover.naming import app_active_key
 
+pytest_plugins = ["failover_fixtures"]
+
 NS = "req"
 
 
 def topology() -> Topology:
-    return Topology.model_validate(
-        {
-            "name": NS,
-            "clusters": {
-                "east": {"bootstrap_servers": "e:9092"},
-                "west": {"bootstrap_servers": "w:9092"},
-            },
-            "flows": [
-                {"source": "east", "target": "west", "topics": {"include": ["orders", "pay"]}},
-                {"source": "west", "target": "east", "topics": {"include": ["orders", "pay"]}},
-            ],
-            "applications": [
-                {"name": "orders", "groups": ["g1"], "topics": ["orders"], "preferred": "east"},
-                {"name": "payments", "groups": ["g2"], "topics": ["pay"], "preferred": "east"},
-            ],
-        }
-    )
-
-
-class Clock(FakeClock):
-    def time_ms(self) -> int:
-        return 1_800_000_000_000 + int(self.monotonic() * 1000)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> MemoryCoordinator:
-    return MemoryCoordinator(clock)
+    return east_west(NS, *orders_and_payments())
 
 
 @pytest.fixture
 def clusters() -> FakeFailoverClusters:
-    fake = FakeFailoverClusters()
-    fake.translations[("g1", "east", "west")] = [exact("orders", 0, 10, "east.orders", 110)]
-    fake.translations[("g2", "east", "west")] = [exact("pay", 0, 10, "east.pay", 110)]
-    fake.ends["west"] = {("east.orders", 0): 150, ("east.pay", 0): 150}
-    return fake
+    return caught_up({"g1": "orders", "g2": "pay"})
 
 
 @pytest.fixture
 def executor(
     store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
 ) -> FailoverExecutor:
-    return FailoverExecutor(
-        topology(),
-        store,
-        clusters,
-        clock=clock,
-        lock_timing=LockTiming(ttl_s=10, lock_delay_s=5),
-        catch_up_timeout_s=30,
-    )
+    return executor_on(topology(), store, clusters, clock, catch_up_timeout_s=30)
 
 
 def _active(store: MemoryCoordinator, app: str) -> str | None:
