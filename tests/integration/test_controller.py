@@ -423,20 +423,23 @@ def _freeze_east(local_env: LocalEnvironment, seconds: float) -> None:
 def test_a_controller_that_sees_a_cluster_only_through_itself_refuses_to_start(
     cluster_pair: EnvironmentInfo, tmp_path: Path
 ) -> None:
-    # The pair under other names, which Consul knows no kafka-<alias> service of, and one flow,
-    # north -> south: north's heartbeats reach south, south's reach nowhere else.
+    # The pair under names of this test's own, which Consul knows no kafka-<alias> service of
+    # (the environments of other tests register theirs in the same agent: the aggregation trio
+    # has a south), and one flow north -> south: north's heartbeats reach south, south's reach
+    # nowhere else.
     consul = cluster_pair.consul_http_addr
     assert consul is not None
     tag = uuid.uuid4().hex[:6]
+    north, south = f"north{tag}", f"south{tag}"
     document = {
         "name": f"ctl-{tag}",
         "clusters": {
-            "north": {"bootstrap_servers": cluster_pair.clusters["east"]},
-            "south": {"bootstrap_servers": cluster_pair.clusters["west"]},
+            north: {"bootstrap_servers": cluster_pair.clusters["east"]},
+            south: {"bootstrap_servers": cluster_pair.clusters["west"]},
         },
-        "flows": [{"source": "north", "target": "south"}],
+        "flows": [{"source": north, "target": south}],
         "applications": [
-            {"name": "app", "groups": ["g"], "topics": [f"ctl-{tag}"], "preferred": "north",
+            {"name": "app", "groups": ["g"], "topics": [f"ctl-{tag}"], "preferred": north,
              "auto_failover": True},
         ],
     }  # fmt: skip
@@ -451,8 +454,8 @@ def test_a_controller_that_sees_a_cluster_only_through_itself_refuses_to_start(
     assert started.returncode != 0, started.stdout + started.stderr
     message = started.stderr
     assert "needs 2 independent vantage points" in message, message
-    assert "south is seen from 1 (controller: heartbeats@south, probe@c1)" in message, message
-    assert "north is seen from" not in message, message
+    assert f"{south} is seen from 1 (controller: heartbeats@{south}, probe@c1)" in message, message
+    assert f"{north} is seen from" not in message, message
     assert "kafka-<cluster>" in message, message
     # It started nothing: no leader, no active document.
     assert ConsulClient(consul).kv_get(app_active_key(f"ctl-{tag}", "app")) is None
