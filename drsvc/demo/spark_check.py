@@ -18,6 +18,7 @@ from typing import Any
 
 from drsvc.demo.workload import History
 from drsvc.verify import histories
+from failover.epoch_header import EPOCH_HEADER, encode_epoch
 
 __all__ = ["run_verify", "write_history"]
 
@@ -46,7 +47,8 @@ def write_history(
             a.key,
             a.value_sha256,
             a.value_size,
-            [],
+            # what the log holds: the client stamps the epoch it joined under
+            [] if a.epoch is None else [(EPOCH_HEADER, encode_epoch(a.epoch))],
             a.timestamp_ms,
             False,
             False,

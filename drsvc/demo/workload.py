@@ -42,6 +42,8 @@ class Acked:
     value_sha256: str = ""
     value_size: int = 0
     timestamp_ms: int = 0
+    #: the epoch the producer stamped in the record's drsvc.epoch header (None: unknown)
+    epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,9 @@ class OrdersWorkload:
             except (NoActiveClusterError, BufferError):
                 self.producer.poll(0.1)  # switching, or the queue is full: try this one again
                 continue
-            landed.append(self.producer.cluster or "?")
+            # The cluster and the epoch it stamped, read together (a switch may come between).
+            joined = self.producer.joined
+            landed.extend(("?",) if joined is None else (joined[0], str(joined[1])))
             seq += 1
             next_at += interval
             if next_at < now - 1:
@@ -189,6 +193,7 @@ class OrdersWorkload:
                         hashlib.sha256(value).hexdigest(),
                         len(value),
                         timestamp_ms,
+                        int(landed[1]) if len(landed) > 1 else None,
                     )
                 )
 
