@@ -346,6 +346,18 @@ class ScenarioRun:
         except TimeoutError as err:
             self.problems.append(f"consumers: {err}")
 
+    def _catch_up_and_read(
+        self, service: Service, sampler: LagSampler, consumer: FollowingConsumer
+    ) -> None:
+        """Replication caught up, then the application's consumer reads until nothing more
+        comes (5 s without a new record)."""
+        self._catch_up(service, sampler)
+        last = consumer.processed
+        time.sleep(5)
+        while consumer.processed != last:
+            last = consumer.processed
+            time.sleep(5)
+
     def _catch_up(self, service: Service, sampler: LagSampler) -> None:
         self.say(f"{self.scenario.name}: healed; waiting for replication to catch up")
 
@@ -439,12 +451,7 @@ class ScenarioRun:
             self.lease_samples = probe.stop()
             probe.write(self.history)
             try:
-                self._catch_up(service, sampler)
-                last = consumer.processed
-                time.sleep(5)
-                while consumer.processed != last:  # read until nothing more comes
-                    last = consumer.processed
-                    time.sleep(5)
+                self._catch_up_and_read(service, sampler, consumer)
             finally:
                 consumer.stop()
                 self.stats = {
@@ -514,12 +521,7 @@ class ScenarioRun:
                 self.problems.append(f"heal lose-site: {err}")
             producer.stop()
             try:
-                self._catch_up(service, sampler)
-                last = consumer.processed
-                time.sleep(5)
-                while consumer.processed != last:  # read until nothing more comes
-                    last = consumer.processed
-                    time.sleep(5)
+                self._catch_up_and_read(service, sampler, consumer)
             finally:
                 consumer.stop()
                 self.stats = {
