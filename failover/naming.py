@@ -266,6 +266,12 @@ def flow_control_key(namespace: str, source: str, target: str) -> str:
     return f"{consul_prefix(namespace)}/flows/{source}/{target}/control"
 
 
+def flow_stale_records_key(namespace: str, source: str, target: str) -> str:
+    """Records the flow's workers found written under a stale epoch after a switch away from
+    the source (:mod:`failover.stale_epochs`); the failover report lists them."""
+    return f"{consul_prefix(namespace)}/flows/{source}/{target}/stale-records"
+
+
 # -- the local environment's smoke test ------------------------------------------------------
 
 SMOKE_TOPIC = "drsvc-smoke"

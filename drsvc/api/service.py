@@ -238,7 +238,9 @@ class ApiService:
         if not _FAILOVER_ID.match(failover_id):
             raise ApiProblem(404, "not_found", f"no failover {failover_id!r}")
         try:
-            return record_document(self._executor().record(failover_id))
+            executor = self._executor()
+            record = executor.record(failover_id)
+            return record_document(record, executor.stale_records(record))
         except ConfigError as err:
             raise ApiProblem(404, "not_found", str(err)) from err
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -41,6 +42,7 @@ from failover.failover_plan import (
     GroupTarget,
 )
 from failover.naming import check_request_id
+from failover.stale_epochs import StaleEntry
 
 EXIT_OK = 0
 EXIT_NOT_DONE = 1
@@ -166,7 +168,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         executor = build_executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
         if failover_id is not None:
-            _print_record(executor.record(failover_id), as_json)
+            record = executor.record(failover_id)
+            _print_record(record, as_json, executor.stale_records(record))
             return
         records = executor.records()
         if as_json:
@@ -363,8 +366,12 @@ def _refused(app: str, to: str, reason: str, as_json: bool) -> None:
     raise typer.Exit(EXIT_NOT_DONE)
 
 
-def _print_record(record: FailoverRecord, as_json: bool) -> None:
-    s = record_document(record)
+def _print_record(
+    record: FailoverRecord,
+    as_json: bool,
+    stale: Sequence[tuple[str, StaleEntry]] | None = None,
+) -> None:
+    s = record_document(record, stale)
     if as_json:
         typer.echo(json.dumps(s, indent=2))
         return
@@ -389,6 +396,14 @@ def _print_record(record: FailoverRecord, as_json: bool) -> None:
     if s["unreplicated"] or record.plan.kind.value == "unplanned":
         bound = "" if s["rpo_exact"] else " (at least)"
         typer.echo(f"  recovery point: {s['rpo_records']} record(s) not replicated{bound}")
+    for x in s.get("stale_records", []):
+        shown = ", ".join(str(o) for o in x["offsets"][:10])
+        more = ", ..." if x["records"] > 10 else ""
+        typer.echo(
+            f"  written after the switch under an epoch below {x['below_epoch']}:"
+            f" {x['topic']}-{x['partition']} {x['records']} record(s) at {shown}{more}"
+            f" (found by flow {x['flow']})"
+        )
 
 
 def _print_recovery(record: FailoverRecord, dry_run: bool, as_json: bool) -> None:

@@ -42,10 +42,11 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Protocol
 
 from drsvc.adapters.coordination import (
@@ -64,8 +65,14 @@ from drsvc.errors import (
     KafkaUnavailableError,
 )
 from drsvc.runtime.failover.clusters import FailoverClusters, Partition
-from drsvc.runtime.failover.flow_switch import FlowSwitch, start_topics, stop_topics
+from drsvc.runtime.failover.flow_switch import (
+    FlowSwitch,
+    start_topics,
+    stop_topics,
+    watch_epochs,
+)
 from drsvc.runtime.failover.recovery import SiteRecoverer
+from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.active import ActiveDocument, decode_active, lease_wait_s, switch
@@ -98,6 +105,7 @@ from failover.failover_plan import (
 from failover.failover_record import decode_record, encode_record
 from failover.recovery_point import PartitionReplication, UnreplicatedRange, unreplicated
 from failover.site_recovery import past_quarantine
+from failover.stale_epochs import StaleEntry, StaleRecords
 from failover.unknown_translation import UnknownTranslation, resolve_group
 
 __all__ = ["FAILPOINT_ENV", "Clock", "FailoverExecutor", "LockTiming", "SystemClock"]
@@ -302,6 +310,27 @@ class FailoverExecutor:
             raise FailoverError(
                 f"the record of failover {failover_id} is unreadable: {err}"
             ) from err
+
+    def stale_records(self, record: FailoverRecord) -> list[tuple[str, StaleEntry]]:
+        """Records written on the failover's old cluster after it activated the new one, under
+        an older epoch (clients that had not heard of the switch), as each flow out of the old
+        cluster found them: (flow id, entry). Empty for a failover that activated nothing."""
+        if record.epoch == 0:
+            return []
+        found: list[tuple[str, StaleEntry]] = []
+        for flow in self._topology.flows_from(record.plan.from_cluster):
+            key = naming.flow_stale_records_key(self._ns, flow.source, flow.target)
+            entry = self._store.get(key)
+            if entry is None:
+                continue
+            try:
+                listed = StaleRecords.decode(entry.value)
+            except FormatError as err:
+                log.warning("%s is unreadable (%s): its stale records are not shown", key, err)
+                continue
+            flow_id = f"{flow.source}->{flow.target}"
+            found.extend((flow_id, e) for e in listed.of(record.plan.app, record.epoch))
+        return found
 
     def records(self) -> list[FailoverRecord]:
         """Every failover of the namespace, oldest first."""
@@ -961,9 +990,11 @@ class FailoverExecutor:
         result = self._switch(app, record, plan.to_cluster)
         if result.outcome is not Outcome.OK or not result.ops:
             return result
+        watch = None
         if plan.kind is FailoverKind.PLANNED:
             cutoffs = self._cutoffs(app, plan)
             found: dict[str, object] = {**result.found, "cutoffs": cutoffs}
+            watch = self._epoch_watch(app, plan, int(str(result.found["epoch"])))
         else:
             # Unplanned: the new cluster's ends, what crossed, and the short look at the old
             # cluster are read at once (the application waits for this step).
@@ -982,38 +1013,73 @@ class FailoverExecutor:
                 unreplicated = self._unreplicated(app, plan, look)
                 cutoffs = reading.result()
             found = {**result.found, "cutoffs": cutoffs, "unreplicated": tuple(unreplicated)}
-        flow_ops, notes = self._switch_flows(app, plan, cutoffs)
+        flow_ops, notes = self._switch_flows(app, plan, cutoffs, watch)
         detail = "; ".join([result.detail, *notes]) if result.detail else "; ".join(notes)
         return replace(result, ops=(*result.ops, *flow_ops), detail=detail, found=found)
 
+    def _epoch_watch(
+        self, app: Application, plan: FailoverPlan, epoch: int
+    ) -> tuple[int, Mapping[Partition, int]] | None:
+        """Where the old cluster's partitions of the application's topics end now (every
+        client's lease has run out): records past these ends with an epoch below ``epoch`` are
+        stale. None when the old cluster does not say (the watch is evidence, not safety: the
+        switch goes on without it)."""
+        try:
+            ends = self._clusters.partition_ends(plan.from_cluster, sorted(app.topics))
+        except KafkaUnavailableError as err:
+            log.warning(
+                "failover %s: the ends of %s's topics on %s are unknown (%s): records written "
+                "there under an old epoch will not be counted",
+                plan.failover_id,
+                app.name,
+                plan.from_cluster,
+                err,
+            )
+            return None
+        return epoch, ends
+
     def _switch_flows(
-        self, app: Application, plan: FailoverPlan, cutoffs: Sequence[Cutoff]
+        self,
+        app: Application,
+        plan: FailoverPlan,
+        cutoffs: Sequence[Cutoff],
+        watch: tuple[int, Mapping[Partition, int]] | None = None,
     ) -> tuple[list[WriteOp], list[str]]:
-        """The flows' control changes that go with the switch (see :mod:`.flow_switch`)."""
+        """The flows' control changes that go with the switch (see :mod:`.flow_switch`).
+        ``watch``: the new epoch and the old cluster's ends of the application's topics, which
+        every flow out of the old cluster judges records by from now on."""
         flows = FlowSwitch(self._topology, self._store, self._ns)
         old, new = plan.from_cluster, plan.to_cluster
         topics = sorted(app.topics)
         identity = flows.identity_pair(old, new)
-        ops: list[WriteOp] = []
+        changes: dict[tuple[str, str], list[Callable[[FlowControl], FlowControl]]] = {}
         notes: list[str] = []
         if plan.kind is FailoverKind.UNPLANNED or identity:
-            stop = flows.edit(old, new, lambda control: stop_topics(control, topics))
-            if stop is not None:
-                ops.append(stop)
-                notes.append(
-                    f"flow {old}->{new} stopped for {', '.join(topics)}"
-                    + (
-                        f" until {old}'s records that did not cross are dealt with"
-                        if plan.kind is FailoverKind.UNPLANNED
-                        else ""
-                    )
+            changes.setdefault((old, new), []).append(lambda c: stop_topics(c, topics))
+            notes.append(
+                f"flow {old}->{new} stopped for {', '.join(topics)}"
+                + (
+                    f" until {old}'s records that did not cross are dealt with"
+                    if plan.kind is FailoverKind.UNPLANNED
+                    else ""
                 )
+            )
         if plan.kind is FailoverKind.PLANNED and identity:
             floors = {(c.topic, c.partition): c.offset for c in cutoffs}
-            start = flows.edit(new, old, lambda control: start_topics(control, topics, floors))
-            if start is not None:
-                ops.append(start)
-                notes.append(f"flow {new}->{old} copies {', '.join(topics)} from the cut-off")
+            changes.setdefault((new, old), []).append(lambda c: start_topics(c, topics, floors))
+            notes.append(f"flow {new}->{old} copies {', '.join(topics)} from the cut-off")
+        if watch is not None and watch[1]:
+            epoch, ends = watch
+            for flow in self._topology.flows_from(old):
+                changes.setdefault((old, flow.target), []).append(
+                    lambda c: watch_epochs(c, app.name, epoch, ends)
+                )
+            notes.append(f"records on {old} written under an epoch below {epoch} are counted")
+        ops: list[WriteOp] = []
+        for (source, target), edits in changes.items():
+            op = flows.edit(source, target, partial(_apply_all, edits))
+            if op is not None:
+                ops.append(op)
         return ops, notes
 
     def remote_copies(self, app: Application, plan: FailoverPlan) -> dict[str, str]:
@@ -1069,6 +1135,14 @@ class FailoverExecutor:
     def event(self, message: str) -> None:
         log.info("%s", message)
         self._on_event(message)
+
+
+def _apply_all(
+    edits: Sequence[Callable[[FlowControl], FlowControl]], control: FlowControl
+) -> FlowControl:
+    for edit in edits:
+        control = edit(control)
+    return control
 
 
 def _configured_lease_ms(app: Application) -> int:

@@ -27,8 +27,9 @@ from drsvc.adapters.coordination import Coordinator, Put
 from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Topology
 from failover import naming
+from failover.stale_epochs import watch_after_switch
 
-__all__ = ["FlowSwitch", "start_topics", "stop_topics"]
+__all__ = ["FlowSwitch", "start_topics", "stop_topics", "watch_epochs"]
 
 Floors = Mapping[tuple[str, int], int]
 
@@ -56,6 +57,12 @@ def start_topics(control: FlowControl, topics: Iterable[str], floors: Floors) ->
         started_topics=control.started_topics | wanted,
         skip_below=skip,
     )
+
+
+def watch_epochs(control: FlowControl, app: str, epoch: int, ends: Floors) -> FlowControl:
+    """The flow judges the records of ``app``'s topics by their epoch from ``ends`` on: below
+    ``epoch`` they were written after the switch by a client that had not heard of it."""
+    return replace(control, epoch_watch=watch_after_switch(control.epoch_watch, app, epoch, ends))
 
 
 class FlowSwitch:

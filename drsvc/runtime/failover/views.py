@@ -7,6 +7,7 @@ them, so a failover through either reads the same.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from drsvc.runtime.failover.executor import FailoverExecutor
@@ -14,13 +15,17 @@ from drsvc.runtime.translation.group_translation import iso_time
 from failover.failover_plan import FailoverPlan, FailoverRecord, GroupTarget
 from failover.failover_record import group_target_fields, record_fields, recovery_fields
 from failover.recovery_point import rpo_records
+from failover.stale_epochs import StaleEntry
 
 __all__ = ["app_document", "plan_document", "record_document", "recovery_document"]
 
 
-def record_document(record: FailoverRecord) -> dict[str, Any]:
+def record_document(
+    record: FailoverRecord, stale: Sequence[tuple[str, StaleEntry]] | None = None
+) -> dict[str, Any]:
     """A failover record: its plan, every step's outcome, the groups' new positions and what
-    was not replicated (the recovery point)."""
+    was not replicated (the recovery point); with ``stale`` (the views of one failover), the
+    records written on the old cluster under an older epoch after the switch."""
     fields = record_fields(record)
     ended = record.events[-1].at_ms if record.finished and record.events else None
     duration = (ended or int(time.time() * 1000)) - record.created_ms
@@ -61,6 +66,18 @@ def record_document(record: FailoverRecord) -> dict[str, Any]:
         ],
         "duration_s": round(max(0, duration) / 1000, 3),
         "recovery": fields["recovery"],
+        **({} if stale is None else {"stale_records": [_stale_entry(f, e) for f, e in stale]}),
+    }
+
+
+def _stale_entry(flow: str, entry: StaleEntry) -> dict[str, Any]:
+    return {
+        "flow": flow,
+        "topic": entry.topic,
+        "partition": entry.partition,
+        "below_epoch": entry.epoch,
+        "records": entry.count,
+        "offsets": list(entry.offsets),
     }
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
+from failover.stale_epochs import EpochWatch, watches_from_json, watches_to_json
 
 if TYPE_CHECKING:
     from drsvc.runtime.replication.settings import WorkerSettings
@@ -40,6 +41,9 @@ class FlowControl:
     #: per source partition, copy nothing below this offset (floors a failover or a recovery
     #: set: records that must never cross, or that the other direction already holds)
     skip_below: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: per source topic, the epoch its records must carry from an offset on (written by planned
+    #: failovers away from the source; see :mod:`failover.stale_epochs`)
+    epoch_watch: Mapping[str, EpochWatch] = field(default_factory=dict)
 
     def topic_paused(self, topic: str, *, standby: bool = False) -> bool:
         if standby and topic not in self.started_topics:
@@ -60,6 +64,7 @@ class FlowControl:
                 "throttle_bytes_per_s": self.throttle_bytes_per_s,
                 "started_topics": sorted(self.started_topics),
                 "skip_below": skip,
+                "epoch_watch": watches_to_json(self.epoch_watch),
             }
         )
 
@@ -76,6 +81,7 @@ class FlowControl:
                 throttle_bytes_per_s=throttle,
                 started_topics=frozenset(str(t) for t in raw.get("started_topics", [])),
                 skip_below=_floors(raw.get("skip_below", {})),
+                epoch_watch=watches_from_json(raw.get("epoch_watch", {})),
             )
         except (ValueError, AttributeError, TypeError) as err:
             raise ConfigError(f"flow control document at {key} is invalid: {err}") from err

@@ -60,9 +60,10 @@ from drsvc.runtime.replication.boundary import (
 )
 from drsvc.runtime.replication.control import ControlFollower, ControlReader, consul_reader
 from drsvc.runtime.replication.discovery import Discovered, TopicDiscovery
-from drsvc.runtime.replication.lane import Lane, WorkerStats
+from drsvc.runtime.replication.lane import NOT_WATCHED, Lane, WorkerStats
 from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
 from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.stale_records import Publish, StaleRecordsLog, consul_publisher
 from drsvc.runtime.replication.topics import MirroredTopic
 from failover import offset_syncs, provenance
 from failover.copy_progress import PartitionProgress
@@ -89,6 +90,7 @@ from failover.partition_state import (
     step,
     timestamp_to_look_up,
 )
+from failover.stale_epochs import EpochWatch, record_epoch
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +205,7 @@ class ReplicationEngine:
         kafka: KafkaBoundary | None = None,
         clock: Clock | None = None,
         control: ControlReader | None = None,
+        stale_records: Publish | None = None,
     ) -> None:
         self.settings = settings
         self.flow_id = settings.flow_id
@@ -229,6 +232,12 @@ class ReplicationEngine:
             standby=settings.standby,
         )
         self._backfill_check = BackfillAgeCheck(settings.target_alias)
+        self.stale_records = StaleRecordsLog(
+            settings.flow_id,
+            stale_records
+            if stale_records is not None
+            else consul_publisher(settings.consul_http_addr, settings.stale_records_key),
+        )
         #: records older than their lane's progress came back in the last batch (see _copy)
         self._went_back = False
         self._went_back_checked_at = 0.0
@@ -403,6 +412,11 @@ class ReplicationEngine:
             if loop_check and provenance.visited(headers, target):
                 stats.skipped_loops += 1
                 continue
+            if offset >= lane.watch_from and headers:
+                stamped = record_epoch(headers)
+                if stamped is not None and stamped < lane.watch_epoch:
+                    stats.stale_epoch_records += 1
+                    self.stale_records.found(lane, offset, stamped)
             headers = [] if headers is None else headers
             headers.append((header_key, lane.prefix + offset.to_bytes(8, "big", signed=True)))
             ts_type, ts = msg.timestamp()
@@ -617,9 +631,11 @@ class ReplicationEngine:
     # ------------------------------------------------------------------ control and topics
 
     def _apply_control(self) -> None:
-        """Follow the operator's pause/resume/throttle document (see :mod:`.control`)."""
+        """Follow the operator's pause/resume/throttle document (see :mod:`.control`), and
+        list the stale records found since the last time."""
         if self.flow_control.refresh():
             self.follow_control(list(self.lanes.values()))
+        self.stale_records.publish()
 
     def follow_control(self, lanes: list[Lane]) -> None:
         """Pause or resume ``lanes`` as the control document says. A paused partition keeps its
@@ -639,6 +655,7 @@ class ReplicationEngine:
         for lane in lanes:
             if self.lanes.get(lane.key) is not lane:
                 continue
+            _watch(lane, control.epoch_watch.get(lane.source.topic))
             wanted = self.flow_control.topic_paused(lane.source.topic)
             operator_paused = isinstance(lane.state.hold, OperatorPaused)
             if wanted and not operator_paused:
@@ -819,6 +836,15 @@ class ReplicationEngine:
                 )
             )
         return reports
+
+
+def _watch(lane: Lane, watch: EpochWatch | None) -> None:
+    """Judge ``lane``'s records by their epoch from where ``watch`` says (None: not at all)."""
+    boundary = None if watch is None else watch.boundary(lane.source.partition)
+    if watch is None or boundary is None:
+        lane.watch_from, lane.watch_epoch, lane.watch_app = NOT_WATCHED, 0, ""
+        return
+    lane.watch_from, lane.watch_epoch, lane.watch_app = boundary, watch.epoch, watch.app
 
 
 def _position(lane: Lane) -> int:

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from drsvc.runtime.replication.exactly_once import Slot
 
 
+#: ``Lane.watch_from`` of a partition no failover asked to watch (no offset reaches it)
+NOT_WATCHED = 2**63
+
+
 @dataclass
 class Lane:
     """One source partition this worker copies."""
@@ -57,6 +61,12 @@ class Lane:
     last_copy: LastCopy | None = None
     #: when a sync holding ``last_copy`` was last written (monotonic ms; None: unknown)
     copy_synced_at_ms: int | None = None
+    #: records at or past this offset are judged by their epoch header (a planned failover
+    #: moved the application away from the source; see :mod:`failover.stale_epochs`)
+    watch_from: int = NOT_WATCHED
+    #: the epoch they must carry at least, and the application the watch is for
+    watch_epoch: int = 0
+    watch_app: str = ""
 
     # ---- at least once: the sync writes of this lane (see :mod:`.sync_writer`)
     next_sync_ticket: int = 0
@@ -156,3 +166,4 @@ class WorkerStats:
     transactions_committed: int = 0
     transactions_failed: int = 0
     transactions_timed_out: int = 0
+    stale_epoch_records: int = 0

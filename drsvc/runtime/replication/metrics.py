@@ -59,6 +59,11 @@ WORKER_COUNTERS: tuple[tuple[str, str], ...] = (
         "Times a source partition was found truncated below the copied position (unclean "
         "leader election; at-least-once workers).",
     ),
+    (
+        "stale_epoch_records",
+        "Records written on the source under an epoch older than the switch that moved their "
+        "application away (a client that had not heard of the failover).",
+    ),
 )
 
 

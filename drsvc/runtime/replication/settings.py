@@ -40,6 +40,8 @@ class WorkerSettings:
     #: Consul HTTP address and KV key of the flow's control document (pause, resume, throttle)
     consul_http_addr: str | None = None
     control_key: str | None = None
+    #: Consul KV key where the flow's workers list records written under a stale epoch
+    stale_records_key: str | None = None
     #: bytes per second of keys and values, unless the control document says otherwise
     throttle_bytes_per_s: int | None = None
     start_kind: str = "earliest"
@@ -129,6 +131,9 @@ def worker_settings(
         "start_kind": flow.start.kind,
         "start_timestamp_ms": flow.start.timestamp_ms,
         "control_key": naming.flow_control_key(topology.namespace, flow.source, flow.target),
+        "stale_records_key": naming.flow_stale_records_key(
+            topology.namespace, flow.source, flow.target
+        ),
         "delivery": flow.delivery,
         "standby": flow.standby,
         "linger_ms": flow.linger_ms,

@@ -23,13 +23,17 @@ from drsvc.runtime.replication.at_least_once import AtLeastOnce
 from drsvc.runtime.replication.control import FlowControl
 from drsvc.runtime.replication.engine import COPYING_GC_THRESHOLDS, ReplicationEngine
 from drsvc.runtime.replication.exactly_once import ExactlyOnce
+from drsvc.runtime.replication.lane import NOT_WATCHED
+from drsvc.runtime.replication.stale_records import StaleRecordsLog
 from drsvc.runtime.replication.settings import worker_settings
 from drsvc.topology import load_topology_text
 from failover import naming, provenance
+from failover.epoch_header import EPOCH_HEADER, encode_epoch
 from failover.handover import decode_synced_to
 from failover.offset_syncs import TopicPartition as SyncPartition
 from failover.partition_state import phase
 from failover.slots import SlotProgress
+from failover.stale_epochs import EpochWatch, StaleEntry
 
 TOPOLOGY = """
 name: pair
@@ -674,3 +678,64 @@ def test_the_garbage_collector_runs_rarely_while_copying_and_as_before_afterward
     assert seen == [COPYING_GC_THRESHOLDS]
     assert COPYING_GC_THRESHOLDS[0] > 100 * before[0]
     assert gc.get_threshold() == before
+
+
+# ------------------------------------------------------------------- stale epochs
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_records_past_a_watch_with_an_older_epoch_are_counted_listed_and_still_copied(
+    delivery: str,
+) -> None:
+    flow = new_flow(delivery)
+    published: list[list[StaleEntry]] = []
+    flow.engine.stale_records = StaleRecordsLog(flow.engine.flow_id, published.append)
+
+    def write(partition: int, value: str, epoch: int | None, copy: bool = False) -> int:
+        headers: list[tuple[str, bytes]] = []
+        if copy:
+            hop = provenance.Provenance("west", TOPIC, partition, 0)
+            headers.append((provenance.PROVENANCE_HEADER, provenance.encode(hop)))
+        if epoch is not None:
+            headers.append((EPOCH_HEADER, encode_epoch(epoch)))
+        return flow.east.append(TOPIC, partition, value, headers=headers or None)
+
+    # Before the switch: epoch 3 is the application's; nothing here is judged.
+    for i in range(3):
+        write(0, f"before-{i}", 3)
+    boundary = flow.east.end_offset(TOPIC, 0)
+    # A planned failover activated west at epoch 5 once east's partition 0 ended at `boundary`.
+    flow.control[0] = FlowControl(
+        epoch_watch={TOPIC: EpochWatch("orders-service", 5, {0: boundary})}
+    )
+    stale = [write(0, "zombie-1", 3), write(0, "zombie-2", 4)]
+    write(0, "current", 5)  # the epoch of the switch: not stale
+    write(0, "unstamped", None)  # a producer that does not follow failovers: not judged
+    write(0, "a-copy", 1, copy=True)  # a copy of another cluster's record: judged there
+    write(1, "other-partition", 1)  # no boundary for partition 1: not watched
+    flow.run((both(caught_up(flow), lambda: bool(published)), None))
+
+    assert flow.engine.stats.stale_epoch_records == 2
+    found = [entry for batch in published for entry in batch]
+    assert found == [StaleEntry("orders-service", TOPIC, 0, 5, tuple(stale))]
+    # Reported, not filtered: every record crossed.
+    assert flow.copied(0) == flow.source_values(0)
+
+
+def test_a_watch_follows_the_control_document_and_goes_when_it_goes() -> None:
+    flow = new_flow()
+    flow.control[0] = FlowControl(epoch_watch={TOPIC: EpochWatch("orders-service", 5, {0: 7})})
+    seen: list[tuple[int, int, str]] = []
+
+    def look() -> None:
+        lanes = flow.engine.lanes
+        seen.extend(
+            (lane.watch_from, lane.watch_epoch, lane.watch_app) for _, lane in sorted(lanes.items())
+        )
+        flow.control[0] = FlowControl()  # the next refresh drops the watch
+
+    flow.run(
+        (lambda: len(flow.engine.lanes) == 2, look),
+        (lambda: flow.engine.lanes[(TOPIC, 0)].watch_from == NOT_WATCHED, None),
+    )
+    assert seen == [(7, 5, "orders-service"), (NOT_WATCHED, 0, "")]

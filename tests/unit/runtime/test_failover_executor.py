@@ -21,7 +21,13 @@ from failover.active import ActiveDocument, decode_active, lease_wait_s
 from failover.checkpoints import Checkpoint, CheckpointKey
 from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverKind, FailoverRequest, FailoverState
-from failover.naming import app_active_key, app_lock_key, flow_control_key
+from failover.naming import (
+    app_active_key,
+    app_lock_key,
+    flow_control_key,
+    flow_stale_records_key,
+)
+from failover.stale_epochs import EpochWatch, StaleEntry, StaleRecords
 
 pytest_plugins = ["failover_fixtures"]
 
@@ -478,3 +484,53 @@ def test_the_controller_s_executor_does_not_look_at_the_lost_cluster_again(
     assert record.state is FailoverState.COMPLETED
     got = {u.partition: u.last_offset for u in record.unreplicated}
     assert got == {0: ends[0], 1: ends[1]}
+
+
+def test_a_planned_failover_has_the_old_cluster_s_flows_watch_its_ends_at_the_new_epoch(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
+) -> None:
+    clusters.ends["east"] = {(TOPIC, 0): 30, (TOPIC, 1): 40, ("other", 0): 5}
+    executor = _executor(store, clusters, clock)
+    record = executor.start(FailoverRequest("app", "west"))
+    assert record.state is FailoverState.COMPLETED
+    entry = store.get(flow_control_key(NS, "east", "west"))
+    assert entry is not None
+    control = FlowControl.from_json(entry.value, "k")
+    assert control.epoch_watch == {TOPIC: EpochWatch("app", 2, {0: 30, 1: 40})}
+    assert "are counted" in record.events[-1].detail
+    # Only flows out of the old cluster judge: west's records are the new epoch's.
+    west = store.get(flow_control_key(NS, "west", "east"))
+    assert west is None or not FlowControl.from_json(west.value, "k").epoch_watch
+
+    # What the flow's workers list for this switch shows in the failover's report.
+    listed = StaleRecords().merged(
+        [
+            StaleEntry("app", TOPIC, 1, 2, (41, 42)),
+            StaleEntry("app", TOPIC, 1, 9, (77,)),  # another switch's
+            StaleEntry("payments", TOPIC, 0, 2, (3,)),  # another application's
+        ]
+    )
+    store.put(flow_stale_records_key(NS, "east", "west"), listed.encode())
+    assert executor.stale_records(record) == [
+        ("east->west", StaleEntry("app", TOPIC, 1, 2, (41, 42)))
+    ]
+
+
+def test_a_planned_failover_goes_on_without_a_watch_when_the_old_ends_are_unknown(
+    store: MemoryCoordinator,
+    clusters: FakeFailoverClusters,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = clusters.partition_ends
+
+    def ends(alias: str, topics: object) -> object:
+        if alias == "east":
+            raise KafkaUnavailableError("east: timed out listing offsets")
+        return real(alias, topics)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(clusters, "partition_ends", ends)
+    record = _executor(store, clusters, clock).start(FailoverRequest("app", "west"))
+    assert record.state is FailoverState.COMPLETED
+    entry = store.get(flow_control_key(NS, "east", "west"))
+    assert entry is None or not FlowControl.from_json(entry.value, "k").epoch_watch
