@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from failover_support import (
     FollowingProducer,
     active_cluster,
@@ -32,7 +33,7 @@ from failover_support import (
     wait_until,
     write_failover_topology,
 )
-from replication_support import create, running_workers
+from replication_support import create, read_all, running_workers
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
@@ -40,6 +41,8 @@ from drsvc.adapters.kafka_admin import committed_offsets
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.devenv.state import StateStore
 from drsvc.errors import CoordinatorUnavailableError
+from failover.active import decode_active
+from failover.epoch_header import EPOCH_HEADER, encode_epoch
 from failover.naming import app_active_key, consul_prefix
 
 pytestmark = pytest.mark.timeout(600)
@@ -135,6 +138,61 @@ def test_planned_failover_and_failback_read_every_record_exactly_once(app: App) 
     for group in GROUPS:
         rest = read_rest(app.bootstraps["east"], group, app.topics_on("east"))
         check_exactly_once(acked, consumed[group] + rest)
+
+
+def test_records_a_client_writes_to_the_old_cluster_after_the_switch_are_counted_and_reported(
+    app: App,
+) -> None:
+    """A client that never heard of the switch (a paused process, stood in for by a producer
+    that stamps the epoch it joined under) writes to east after west was activated: the
+    east->west worker copies those records, and the failover's report lists them."""
+    key = app_active_key(app.namespace, "app")
+    joined = decode_active(app.consul.kv_get(key), "east").epoch
+    code, doc, err = app.cli("failover", "--app", "app", "--to", "west", "--json")
+    assert code == 0 and doc["state"] == "completed", err
+    switched = decode_active(app.consul.kv_get(key), "east").epoch
+    assert switched > joined
+    zombie = Producer({"bootstrap.servers": app.bootstraps["east"], "enable.idempotence": True})
+    offsets: list[tuple[int, int]] = []
+
+    def acked(err: object, msg: Any) -> None:
+        assert err is None, err
+        offsets.append((msg.partition(), msg.offset()))
+
+    for i, epoch in enumerate((joined, joined, switched)):
+        zombie.produce(
+            app.topic,
+            value=f"late-{i}".encode(),
+            partition=0,
+            headers=[(EPOCH_HEADER, encode_epoch(epoch))],
+            on_delivery=acked,
+        )
+    assert zombie.flush(30) == 0
+    stale = offsets[:2]  # the third carries the new epoch: a client that heard of the switch
+
+    def reported() -> list[dict[str, Any]]:
+        code, shown, err = app.cli("failovers", doc["id"], "--json")
+        assert code == 0, err
+        return list(shown.get("stale_records", []))
+
+    wait_until(reported, 60, "the stale records in the failover's report")
+    (entry,) = reported()
+    assert (entry["flow"], entry["topic"], entry["partition"], entry["below_epoch"]) == (
+        "east->west",
+        app.topic,
+        0,
+        switched,
+    )
+    assert entry["offsets"] == [offset for _, offset in stale], (entry, offsets)
+    # Copied, not dropped: the copies are on west like any other record.
+    late = {b"late-0", b"late-1", b"late-2"}
+    wait_until(
+        lambda: late <= {r.value for r in read_all(app.bootstraps["west"], f"east.{app.topic}")},
+        60,
+        "the late records' copies on west",
+    )
+    code, back, err = app.cli("failback", "--app", "app", "--json")
+    assert code == 0 and back["state"] == "completed", err
 
 
 def test_dry_run_changes_nothing(app: App) -> None:

@@ -24,8 +24,8 @@ from drsvc.runtime.replication.control import FlowControl
 from drsvc.runtime.replication.engine import COPYING_GC_THRESHOLDS, ReplicationEngine
 from drsvc.runtime.replication.exactly_once import ExactlyOnce
 from drsvc.runtime.replication.lane import NOT_WATCHED
-from drsvc.runtime.replication.stale_records import StaleRecordsLog
 from drsvc.runtime.replication.settings import worker_settings
+from drsvc.runtime.replication.stale_records import StaleRecordsLog
 from drsvc.topology import load_topology_text
 from failover import naming, provenance
 from failover.epoch_header import EPOCH_HEADER, encode_epoch
