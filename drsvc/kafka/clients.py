@@ -1,0 +1,143 @@
+"""The client factory: every Kafka client drsvc builds, for a cluster of a topology.
+
+A role asks :class:`KafkaClients` for a consumer, a producer or the admin client of a cluster
+alias and gives only its own settings (an *overlay*: group id, isolation, linger...). Where the
+cluster is and how to authenticate to it come from the topology, merged in one place,
+:meth:`KafkaClients.config`, and an overlay cannot change them: a role that tried to set
+``security.protocol``, a ``sasl.*`` or ``ssl.*`` key, or the bootstrap servers would either
+undo the cluster's security or send its credentials to another cluster.
+
+The clients returned are confluent-kafka's own objects, unwrapped: the replication engine
+spends about a microsecond per record and must not pay for a wrapper around ``produce``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from drsvc.errors import ConfigError
+from drsvc.kafka.clock import Clock, SystemClock
+from drsvc.kafka.errors import translated
+from drsvc.topology.models import Topology
+
+__all__ = ["CLIENT_DEFAULTS", "KafkaClients", "is_protected_setting"]
+
+#: librdkafka settings every client starts from; a role's overlay may change them. Log critical
+#: problems only: every failure that matters reaches the caller as an error naming the cluster,
+#: and a client retrying a connection would otherwise log a line every 50 ms. Give up a
+#: connection attempt (TCP, TLS and SASL handshakes) after 3 s instead of 30 s, so that a
+#: broker that is down is tried again, or reported, soon.
+CLIENT_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"log_level": 2, "socket.connection.setup.timeout.ms": 3000}
+)
+
+#: settings that only the topology gives: where the cluster is, and how a client proves who it
+#: is and checks whom it talks to. Beyond ``security.*``, ``sasl.*`` and ``ssl.*`` that is
+#: librdkafka's other names for the same things (``metadata.broker.list``, ``ssl_key``...),
+#: switches that weaken them (``enable.ssl.certificate.verification``), and the OAUTHBEARER
+#: token settings and callbacks, which replace the credentials.
+_PROTECTED_KEYS = frozenset({"bootstrap.servers", "metadata.broker.list", "oauth_cb"})
+_PROTECTED_PREFIXES = (
+    "security.",
+    "sasl.",
+    "ssl.",
+    "ssl_",
+    "enable.ssl.",
+    "enable.sasl.",
+    "https.",
+    "oauthbearer",
+)
+
+
+def is_protected_setting(key: str) -> bool:
+    """Whether ``key`` is a setting only the topology may give (see the module's docstring)."""
+    name = key.strip().lower()
+    return name in _PROTECTED_KEYS or name.startswith(_PROTECTED_PREFIXES)
+
+
+class KafkaClients:
+    """Builds the Kafka clients of one topology's clusters, by alias.
+
+    ``bootstraps`` maps aliases to bootstrap servers that win over the topology's (the dev
+    environment's, for clusters whose file names none). ``env`` is where secrets named by the
+    topology are read (default: the process environment, read again for every client, so that a
+    rotated secret reaches the next client). ``clock`` is the time the port's users share.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        bootstraps: Mapping[str, str] | None = None,
+        *,
+        clock: Clock | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        overrides = dict(bootstraps or {})
+        unknown = sorted(set(overrides) - topology.aliases)
+        if unknown:
+            known = ", ".join(sorted(topology.aliases))
+            raise ConfigError(
+                f"bootstrap servers given for {', '.join(repr(a) for a in unknown)}, which"
+                f" topology '{topology.name}' does not have (known: {known})"
+            )
+        self.topology = topology
+        self.clock: Clock = SystemClock() if clock is None else clock
+        self._bootstraps = overrides
+        self._env = env
+        self._admins: dict[str, AdminClient] = {}
+        self._admins_lock = threading.Lock()
+
+    def config(self, alias: str, overlay: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The librdkafka settings of a client of cluster ``alias``: :data:`CLIENT_DEFAULTS`,
+        then ``overlay``, then the cluster's bootstrap servers and security settings with its
+        secrets read now.
+
+        Raises :class:`ConfigError` for an alias the topology does not have, a missing secret,
+        or an overlay that sets a protected key (:func:`is_protected_setting`).
+        """
+        cluster = self.topology.cluster(alias)
+        settings = dict(overlay or {})
+        refused = sorted(key for key in settings if is_protected_setting(key))
+        if refused:
+            raise ConfigError(
+                f"cluster '{alias}': a client's settings may not set"
+                f" {', '.join(repr(key) for key in refused)}: the bootstrap servers and the"
+                " security settings come from the topology only"
+            )
+        reach = cluster.client_config(self._bootstraps.get(alias), env=self._env)
+        # The cluster's own settings last: nothing above may replace them.
+        return {**CLIENT_DEFAULTS, **settings, **reach}
+
+    def consumer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Consumer:
+        """A new consumer of cluster ``alias`` (``overlay`` must give a ``group.id``); the caller
+        owns it and closes it."""
+        config = self.config(alias, overlay)
+        with translated("creating a consumer", alias):
+            consumer = Consumer(config)
+        return consumer
+
+    def producer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Producer:
+        """A new producer for cluster ``alias``; the caller owns it and flushes it."""
+        config = self.config(alias, overlay)
+        with translated("creating a producer", alias):
+            producer = Producer(config)
+        return producer
+
+    def admin(self, alias: str) -> AdminClient:
+        """The admin client of cluster ``alias``, built on first use and shared afterwards (one
+        per cluster: each holds connections to every broker). Its secrets are those read when
+        it was built."""
+        with self._admins_lock:
+            admin = self._admins.get(alias)
+            if admin is None:
+                config = self.config(alias)
+                with translated("creating an admin client", alias):
+                    admin = AdminClient(config)
+                self._admins[alias] = admin
+            return admin
