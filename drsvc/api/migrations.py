@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from drsvc.api.problems import ApiProblem
-from drsvc.devenv.components import load_components
+from drsvc.components import load_components
 from drsvc.errors import ConfigError
 from drsvc.runtime.failover.views import plan_document, record_document
 from drsvc.runtime.migration.context import MigrationContext, migration_context

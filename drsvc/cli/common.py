@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from drsvc.devenv.environment import LocalEnvironment
+from drsvc.dev_endpoints import LocalEndpoints
 from drsvc.errors import ConfigError
 from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
 from drsvc.settings import Settings
@@ -35,14 +35,14 @@ def load_with_bootstraps(path: Path, state_dir: Path | None) -> tuple[Topology, 
     omits them, those of the running ``drsvc dev`` environment."""
     topology = load_topology(path)
     bootstrap: dict[str, str] = {}
-    env: LocalEnvironment | None = None
+    local: LocalEndpoints | None = None
     for alias, cluster in topology.clusters.items():
         if cluster.bootstrap_servers is not None:
             bootstrap[alias] = cluster.bootstrap_servers
             continue
-        if env is None:
-            env = LocalEnvironment(Settings.from_env(state_dir=state_dir))
-        bootstrap[alias] = env.bootstrap_servers(alias)
+        if local is None:
+            local = _local_endpoints(state_dir)
+        bootstrap[alias] = local.bootstrap_servers(alias)
     return topology, bootstrap
 
 
@@ -64,7 +64,12 @@ def resolve_consul(option: str | None, state_dir: Path | None) -> str | None:
     from_env = os.environ.get("DRSVC_CONSUL_HTTP_ADDR")
     if from_env:
         return from_env
-    return LocalEnvironment(Settings.from_env(state_dir=state_dir)).info().consul_http_addr
+    return _local_endpoints(state_dir).consul_http_addr()
+
+
+def _local_endpoints(state_dir: Path | None) -> LocalEndpoints:
+    """The local environment of ``--state-dir``, else of DRSVC_STATE_DIR."""
+    return LocalEndpoints(Settings.from_env(state_dir=state_dir).state_dir)
 
 
 MetricsPortOption = Annotated[

@@ -28,7 +28,7 @@ from drsvc.cli.common import (
     load_with_bootstraps,
     resolve_consul,
 )
-from drsvc.devenv.components import load_components
+from drsvc.components import load_components
 from drsvc.errors import ConfigError
 from drsvc.runtime.migration.context import MigrationContext, migration_context
 from drsvc.runtime.migration.copier import MigrationCopier

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from drsvc.cli.common import StateDirOption, TopologyOption, load_with_bootstraps
-from drsvc.devenv.components import load_components
+from drsvc.components import load_components
 from drsvc.errors import ConfigError
 from drsvc.settings import Settings
 from drsvc.verify import job

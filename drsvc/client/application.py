@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from drsvc.adapters.coordination import Coordinator
-from drsvc.devenv.environment import LocalEnvironment
+from drsvc.dev_endpoints import LocalEndpoints
 from drsvc.errors import ConfigError
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
@@ -42,7 +42,7 @@ def consul_address(consul: str | None) -> str:
     from_env = os.environ.get("DRSVC_CONSUL_HTTP_ADDR")
     if from_env:
         return from_env
-    address = LocalEnvironment(Settings.from_env()).info().consul_http_addr
+    address = _local_endpoints().consul_http_addr()
     if not address:
         raise ConfigError(
             "no Consul address: pass consul='host:port', set DRSVC_CONSUL_HTTP_ADDR, or start "
@@ -82,7 +82,7 @@ class ClientApplication:
             )
         bootstrap = self.topology.cluster(cluster).bootstrap_servers
         if bootstrap is None:
-            bootstrap = _local_bootstrap(cluster)
+            bootstrap = _local_endpoints().bootstrap_servers(cluster)
         return {**self.topology.cluster(cluster).client_config(bootstrap), **config}
 
     def policy_on(self, cluster: str) -> ReplicationPolicy:
@@ -118,5 +118,6 @@ class ClientApplication:
         return {(c.topic, c.partition): c.offset for c in record.cutoffs}
 
 
-def _local_bootstrap(cluster: str) -> str:
-    return LocalEnvironment(Settings.from_env()).bootstrap_servers(cluster)
+def _local_endpoints() -> LocalEndpoints:
+    """The local environment of DRSVC_STATE_DIR, as the CLI finds it."""
+    return LocalEndpoints(Settings.from_env().state_dir)

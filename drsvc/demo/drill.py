@@ -41,8 +41,8 @@ from drsvc.demo.spark_check import run_verify, write_history
 from drsvc.demo.verdict import Unreplicated, Verdict, judge
 from drsvc.demo.workload import History, OrdersWorkload
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
-from drsvc.devenv.ports import allocate_ports
 from drsvc.errors import ConfigError, LocalEnvError
+from drsvc.ports import allocate_ports
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
 from failover.active import ActiveDocument

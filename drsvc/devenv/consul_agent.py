@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from drsvc.devenv.components import ConsulInstall
+from drsvc.components import ConsulInstall
 from drsvc.devenv.processes import ProcessHandle, spawn
 from drsvc.devenv.state import ConsulAgentState
 

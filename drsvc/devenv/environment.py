@@ -19,11 +19,11 @@ from pathlib import Path
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.kafka_admin import wait_for_brokers
+from drsvc.components import Components, load_components
+from drsvc.dev_endpoints import LOCAL_HOST, LocalEndpoints, bootstrap_list, unknown_cluster
 from drsvc.devenv import consul_agent, kafka_node, toxiproxy
-from drsvc.devenv.components import Components, load_components
 from drsvc.devenv.link_plan import check_sites, plan_listeners, ports_needed, proxy_name
 from drsvc.devenv.links import SiteLinks
-from drsvc.devenv.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.devenv.processes import is_alive, stop_all
 from drsvc.devenv.state import (
     WITNESS_SITE,
@@ -44,10 +44,10 @@ from drsvc.errors import (
     NotInstalledError,
     ProcessStartError,
 )
+from drsvc.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.settings import Settings
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
-LOCAL_HOST = "127.0.0.1"
 Progress = Callable[[str], None]
 
 
@@ -145,18 +145,17 @@ class LocalEnvironment:
         self.settings = settings
         self.state_dir = settings.state_dir.resolve()
         self.store = StateStore(self.state_dir)
+        #: what clients read of the state: the same answers for ``info`` and for them
+        self.endpoints = LocalEndpoints(self.state_dir)
 
     # ------------------------------------------------------------------ queries
 
     def info(self) -> EnvironmentInfo:
         state = self.store.load()
-        agents = state.consul_agents()
-        alive = [a for a in agents if a.process is not None and is_alive(a.process)]
-        chosen = next(iter(alive or agents), None)
         links = state.links
         return EnvironmentInfo(
             clusters={alias: site.bootstrap_servers for alias, site in state.sites.items()},
-            consul_http_addr=chosen.http_addr if chosen is not None else None,
+            consul_http_addr=self.endpoints.consul_http_addr(),
             consul_sites={a.site: a.http_addr for a in state.consul_servers if a.site is not None},
             links_api=links.api_addr if links is not None else None,
             bootstrap_from=(
@@ -205,17 +204,11 @@ class LocalEnvironment:
 
     def _check_cluster(self, state: EnvState, alias: str) -> None:
         if alias not in state.sites:
-            known = ", ".join(sorted(state.sites)) or "none"
-            raise ConfigError(
-                f"cluster {alias!r} is not part of the local environment in {self.state_dir} "
-                f"(known: {known}); start it with 'drsvc dev up --clusters {alias}'"
-            )
+            raise unknown_cluster(self.state_dir, alias, state.sites)
 
     def bootstrap_servers(self, alias: str) -> str:
         """Bootstrap servers of a running local cluster (for topologies that omit them)."""
-        state = self.store.load()
-        self._check_cluster(state, alias)
-        return state.sites[alias].bootstrap_servers
+        return self.endpoints.bootstrap_servers(alias)
 
     def status(self) -> EnvironmentStatus:
         state = self.store.load()
@@ -738,7 +731,7 @@ def _clusters_from(state: EnvState, site: str) -> dict[str, str]:
     for alias, kafka in state.sites.items():
         ways = [] if state.links is None or alias == site else state.links.between(site, alias)
         seen[alias] = (
-            ",".join(f"{state.links.host}:{li.proxy_port}" for li in ways)
+            bootstrap_list(state.links.host, (li.proxy_port for li in ways))
             if ways and state.links is not None
             else kafka.bootstrap_servers
         )

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from drsvc.devenv.components import KafkaInstall
+from drsvc.components import KafkaInstall
 from drsvc.devenv.link_plan import listener_name
 from drsvc.devenv.processes import ProcessHandle, spawn
 from drsvc.devenv.state import BrokerNode, KafkaSite, LinkListener

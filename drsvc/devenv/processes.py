@@ -1,12 +1,11 @@
 """Managed child processes that outlive the ``drsvc`` command which started them.
 
-A process is identified by its pid *and* its kernel start time, so a recycled pid is never taken
-for our broker and never signalled.
+A process is identified by its pid *and* its kernel start time (:mod:`drsvc.process_handle`),
+so a recycled pid is never taken for our broker and never signalled.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -14,25 +13,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from drsvc.process_handle import ProcessHandle, is_alive, start_ticks
 
-
-class ProcessHandle(BaseModel):
-    """What the state file remembers about a running process."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    pid: int
-    start_ticks: int
-
-
-def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22 (starttime); the command name in field 2 may contain spaces, so split after ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[19])
+__all__ = ["ProcessHandle", "is_alive", "spawn", "stop", "stop_all"]
 
 
 def spawn(
@@ -53,29 +36,8 @@ def spawn(
             env=None if env is None else dict(env),
             start_new_session=True,
         )
-    ticks = _start_ticks(proc.pid)
+    ticks = start_ticks(proc.pid)
     return ProcessHandle(pid=proc.pid, start_ticks=ticks if ticks is not None else -1), proc
-
-
-def is_alive(handle: ProcessHandle) -> bool:
-    """True when the process still runs (and is the one we started, not a recycled pid)."""
-    ticks = _start_ticks(handle.pid)
-    if ticks is None or ticks != handle.start_ticks:
-        return False
-    try:
-        state = Path(f"/proc/{handle.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    if state == "Z":
-        _reap(handle.pid)
-        return False
-    return True
-
-
-def _reap(pid: int) -> None:
-    """Collect an exited child of this very process so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def stop(handle: ProcessHandle, grace_s: float = 30.0) -> None:

@@ -7,24 +7,45 @@ a proxy that can cut, slow or throttle that link (``drsvc.devenv.links``).
 
 The state file is rewritten atomically (temp file + rename) after every change, so an interrupted
 command never leaves it half-written. A lock file serialises concurrent ``drsvc dev`` commands.
+Clients read where the clusters and the Consul agent listen from the same file, without this
+module (:mod:`drsvc.dev_endpoints`, which defines the file's name, format and reading).
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from drsvc.devenv.processes import ProcessHandle
-from drsvc.errors import LocalEnvError
+from drsvc.dev_endpoints import (
+    LOCAL_HOST,
+    STATE_FILE,
+    STATE_FORMAT,
+    ConsulLayout,
+    StateDocument,
+    bootstrap_list,
+    read_state,
+)
+from drsvc.process_handle import ProcessHandle
 
-STATE_FORMAT = 1
-STATE_FILE = "state.json"
+__all__ = [
+    "LOCK_FILE",
+    "STATE_FILE",
+    "STATE_FORMAT",
+    "WITNESS_SITE",
+    "BrokerNode",
+    "ConsulAgentState",
+    "ConsulLayout",
+    "EnvState",
+    "KafkaSite",
+    "LinkListener",
+    "LinksState",
+    "StateStore",
+]
+
 LOCK_FILE = "state.lock"
 
 
@@ -43,7 +64,7 @@ class KafkaSite(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     alias: str
-    host: str = "127.0.0.1"
+    host: str = LOCAL_HOST
     cluster_id: str
     nodes: list[BrokerNode]
     #: broker properties that replace the environment's defaults (static broker settings such
@@ -52,7 +73,7 @@ class KafkaSite(BaseModel):
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{self.host}:{n.broker_port}" for n in self.nodes)
+        return bootstrap_list(self.host, (n.broker_port for n in self.nodes))
 
 
 class ConsulAgentState(BaseModel):
@@ -61,7 +82,7 @@ class ConsulAgentState(BaseModel):
     model_config = ConfigDict(extra="forbid")
     #: the site whose agent this is (a cluster alias, or ``witness``); None: the single agent
     site: str | None = None
-    host: str = "127.0.0.1"
+    host: str = LOCAL_HOST
     http_port: int
     server_port: int
     serf_lan_port: int
@@ -95,7 +116,7 @@ class LinksState(BaseModel):
     model_config = ConfigDict(extra="forbid")
     #: the linked sites: the cluster aliases of the first ``up`` (fixed afterwards)
     sites: list[str]
-    host: str = "127.0.0.1"
+    host: str = LOCAL_HOST
     api_port: int
     listeners: list[LinkListener] = Field(default_factory=list)
     process: ProcessHandle | None = None
@@ -120,15 +141,12 @@ class LinksState(BaseModel):
         return sorted(found, key=lambda li: li.node_id)
 
 
-ConsulLayout = Literal["single", "per-site"]
-
 #: the site name of the third Consul server of the per-site layout
 WITNESS_SITE = "witness"
 
 
-class EnvState(BaseModel):
+class EnvState(StateDocument):
     model_config = ConfigDict(extra="forbid")
-    format: int = STATE_FORMAT
     sites: dict[str, KafkaSite] = Field(default_factory=dict)
     #: the agent of the ``single`` layout
     consul: ConsulAgentState | None = None
@@ -159,24 +177,7 @@ class StateStore:
         self.path = state_dir / STATE_FILE
 
     def load(self) -> EnvState:
-        try:
-            raw = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return EnvState()
-        except (OSError, json.JSONDecodeError) as err:
-            raise LocalEnvError(f"cannot read the environment state {self.path}: {err}") from err
-        try:
-            state = EnvState.model_validate(raw)
-        except ValidationError as err:
-            raise LocalEnvError(
-                f"{self.path} was written by an incompatible drsvc; stop what it lists by hand "
-                "or remove the state directory"
-            ) from err
-        if state.format != STATE_FORMAT:
-            raise LocalEnvError(
-                f"{self.path} has state format {state.format}, expected {STATE_FORMAT}"
-            )
-        return state
+        return read_state(self.path, EnvState)
 
     def save(self, state: EnvState) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)

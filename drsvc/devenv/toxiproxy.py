@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, cast
 
-from drsvc.devenv.components import ToxiproxyInstall
+from drsvc.components import ToxiproxyInstall
 from drsvc.devenv.link_plan import proxy_config
 from drsvc.devenv.processes import ProcessHandle, spawn
 from drsvc.devenv.state import LinksState

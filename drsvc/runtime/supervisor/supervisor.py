@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from drsvc.devenv.ports import allocate_ports, port_is_free
+from drsvc.ports import allocate_ports, port_is_free
 from drsvc.runtime.supervisor.child import ChildProcess
 from drsvc.runtime.supervisor.flow_metrics import (
     FlowNumbers,

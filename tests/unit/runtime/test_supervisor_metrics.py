@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
 
-from drsvc.devenv.ports import allocate_ports
+from drsvc.ports import allocate_ports
 from drsvc.runtime.supervisor.flow_metrics import (
     FlowRateTracker,
     ReplicationSample,

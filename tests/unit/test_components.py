@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from drsvc.devenv.components import load_components
+from drsvc.components import load_components
 from drsvc.errors import NotInstalledError
 
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from drsvc.devenv.ports import (
+from drsvc.errors import PortInUseError
+from drsvc.ports import (
     DEFAULT_EPHEMERAL_RANGE,
     LOWEST_PORT,
     allocate_ports,
@@ -15,7 +16,6 @@ from drsvc.devenv.ports import (
     port_accepts,
     port_is_free,
 )
-from drsvc.errors import PortInUseError
 
 
 def test_allocated_ports_are_distinct_and_free() -> None:
