@@ -62,20 +62,17 @@ def test_the_port_loads_no_faust() -> None:
         "stream = {'faust', 'aiokafka', 'mode'}\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in stream)))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    assert done.stdout.strip() == ""
+    assert _fresh_interpreter(script) == ""
 
 
 def test_the_package_module_imports_nothing() -> None:
     # Importing only the clock must not load the Kafka client library.
     script = "import sys\nimport drsvc.kafka.clock\nprint('confluent_kafka' in sys.modules)\n"
+    assert _fresh_interpreter(script) == "False"
+
+
+def _fresh_interpreter(script: str) -> str:
+    """What ``script`` prints in a new interpreter started in the repository."""
     done = subprocess.run(
         [sys.executable, "-c", script],
         cwd=REPO,
@@ -84,4 +81,4 @@ def test_the_package_module_imports_nothing() -> None:
         check=True,
         timeout=60,
     )
-    assert done.stdout.strip() == "False"
+    return done.stdout.strip()
