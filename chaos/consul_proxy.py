@@ -75,7 +75,17 @@ class ConsulProxies:
                 ]
             )
         )
-        argv = [str(binary), "-host", HOST, "-port", str(api_port), "-config", str(config)]
+        # Absolute: the proxy runs in its directory, so a relative report directory (the
+        # suite's --out) would name a config file that is not there.
+        argv = [
+            str(binary),
+            "-host",
+            HOST,
+            "-port",
+            str(api_port),
+            "-config",
+            str(config.resolve()),
+        ]
         self._handle, _ = spawn(argv, self.directory / "consul-proxies.log", self.directory)
         self.client = ToxiproxyClient(f"{HOST}:{api_port}")
         deadline = time.monotonic() + timeout_s

@@ -41,9 +41,12 @@ from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.ports import allocate_ports
 from drsvc.errors import LocalEnvError
+from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
+from drsvc.runtime.checkpoints.plan import plan_checkpoints
 from drsvc.runtime.failover.views import record_document
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.loader import load_topology
+from drsvc.topology.models import Topology
 from drsvc.verify import histories
 from drsvc.verify.switches import switch_row
 from failover.active import ActiveDocument
@@ -513,7 +516,7 @@ class ScenarioRun:
         producer.start()
         site = LoseSite(self.timeline, context, "east")
         try:
-            self._drill_steps(site, producer, consumer, service)
+            self._drill_steps(site, producer, consumer, service, load_topology(topology))
         finally:
             try:
                 site.stop()
@@ -531,16 +534,45 @@ class ScenarioRun:
                 self.failover_records = self._records()
                 self._write_failovers(self.failover_records, f"{self.tag}-app")
 
+    def _group_checkpointed(self, topology: Topology) -> bool:
+        """Every partition of the drill's topic has a checkpoint of the application's group on
+        west (the flow east->west's)."""
+        (stream,) = plan_checkpoints(topology, "east->west").streams
+        read = read_checkpoints(
+            {"bootstrap.servers": self.bootstrap["west"]},
+            stream.checkpoints_topic,
+            cluster="west",
+            timeout_s=10,
+        )
+        group = f"{self.tag}-app"
+        placed = {
+            key.partition
+            for key, checkpoint in read.checkpoints.items()
+            if key.group == group and checkpoint.source_topic == self.topics[0]
+        }
+        return len(placed) >= PARTITIONS
+
     def _drill_steps(
         self,
         site: LoseSite,
         producer: FollowingProducer,
         consumer: FollowingConsumer,
         service: Service,
+        topology: Topology,
     ) -> None:
         name = self.scenario.name
         wait(lambda: consumer.last_read_ms.get("east", 0) > 0, 90, "reads on east", service)
         time.sleep(self.scenario.warmup_s)
+        # The drill's premise is disaster recovery that was in place before the site went: the
+        # checkpoint stream has placed the group on west. Losing east sooner (a slow start of
+        # the stream) leaves every unplanned failover refused, rightly, for want of a
+        # translation, and tests nothing of the failover.
+        wait(
+            lambda: self._group_checkpointed(topology),
+            60,
+            "the group's checkpoints on west",
+            service,
+        )
         producer.history.flush()
         consumer.history.flush()
         self.fault_ms = now_ms()
