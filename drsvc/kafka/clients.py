@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from drsvc.errors import ConfigError
 from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.kafka.errors import translated
+from drsvc.kafka.reader import ReadLimits, TopicReader, reader_settings
 from drsvc.topology.models import Topology
 
 __all__ = ["CLIENT_DEFAULTS", "KafkaClients", "is_protected_setting"]
@@ -128,6 +129,27 @@ class KafkaClients:
         with translated("creating a producer", alias):
             producer = Producer(config)
         return producer
+
+    def reader(
+        self,
+        alias: str,
+        topic: str,
+        *,
+        what: str,
+        group: str,
+        committed: bool,
+        limits: ReadLimits | None = None,
+    ) -> TopicReader:
+        """A :class:`~drsvc.kafka.reader.TopicReader` of ``topic`` on cluster ``alias``, over a
+        new consumer that it owns: assigned only, named ``group`` but never joining it, never
+        committing. ``what`` names the topic's role in its messages (``"checkpoints topic"``).
+        ``committed`` chooses ``read_committed`` or ``read_uncommitted`` and has no default:
+        drsvc's own topics are read committed, but a scan for the copies a crashed worker left,
+        or of MM2's topics, must see what is not. The reader's clock is this factory's."""
+        consumer = self.consumer(alias, reader_settings(group, committed=committed))
+        return TopicReader(
+            consumer, topic, cluster=alias, what=what, clock=self.clock, limits=limits
+        )
 
     def admin(self, alias: str) -> AdminClient:
         """The admin client of cluster ``alias``, built on first use and shared afterwards (one

@@ -13,12 +13,13 @@ from fake_kafka import (
     FakeCluster,
     FakeConsumer,
     FakeKafka,
+    FakeKafkaClients,
     FakeMessage,
     FakeProducer,
     bootstrap_servers,
 )
 
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.replication.settings import WorkerSettings, worker_settings
 from drsvc.topology import load_topology_text
 from failover import offset_syncs, provenance
@@ -83,9 +84,13 @@ def test_the_clock_starts_at_a_realistic_epoch_and_moves_only_when_advanced() ->
     start = clock.monotonic()
     clock.advance(2.5)
     assert clock.monotonic() == start + 2.5
-    assert clock.now_ms() == 1_800_000_002_500
+    assert clock.now_ms() == clock.time_ms() == 1_800_000_002_500
     with pytest.raises(ValueError):
         clock.advance(-1)
+    clock.sleep(1.5)  # the port's clocks wait by sleeping: the time passes at once
+    assert clock.monotonic() == start + 4.0
+    with pytest.raises(ValueError):
+        clock.sleep(-0.1)  # as time.sleep refuses it
 
 
 def test_clients_advance_the_clock_instead_of_waiting() -> None:
@@ -472,6 +477,98 @@ def test_the_end_of_a_partition_is_reported_once_each_time_it_is_reached() -> No
     assert codes(c.consume(10, 0)) == [KafkaError._PARTITION_EOF]
 
 
+def test_fetching_costs_its_time_per_log_entry_and_a_consume_lasts_at_most_its_timeout() -> None:
+    clock, east, _ = clusters()
+    east.create_topic("t", 1)
+    for i in range(100):
+        east.append("t", 0, f"{i}")
+    for _ in range(300):
+        east.append("t", 0, b"aborted", transaction="t1")
+    east.end_transaction("t1", commit=False)  # marker at 400
+    east.append("t", 0, b"last")  # 401
+    c = consumer(east, {"enable.partition.eof": True})
+    c.record_cost_s = 0.01
+    c.assign([TopicPartition("t", 0, 0)])
+    start = clock.monotonic()
+
+    first = c.consume(1000, 0.5)  # 50 entries fit in the timeout
+    assert values(first) == [f"{i}".encode() for i in range(50)]
+    assert clock.monotonic() == pytest.approx(start + 0.5)
+    second = c.consume(20, 0.5)  # the count is the limit now: 20 entries' time
+    assert len(second) == 20 and clock.monotonic() == pytest.approx(start + 0.7)
+
+    # Passing over aborted records costs time too: calls that hand out nothing last their whole
+    # timeout, and the position moves all the same.
+    assert len(c.consume(1000, 0.5)) == 30  # and 20 aborted records passed over
+    assert c.position([TopicPartition("t", 0)])[0].offset == 120
+    positions = []
+    while not (batch := c.consume(1000, 0.5)):
+        positions.append(c.position([TopicPartition("t", 0)])[0].offset)
+    assert positions == [170, 220, 270, 320, 370]
+    # The last 30 aborted records, the marker, and the last record: 32 entries
+    assert values(batch) == [b"last"] and codes(batch) == [KafkaError._PARTITION_EOF]
+    assert clock.monotonic() == pytest.approx(start + 1.2 + 5 * 0.5 + 0.32)
+
+    c.record_cost_s = 0.0  # no cost: free, as before
+    c.seek(TopicPartition("t", 0, 0))
+    before = clock.monotonic()
+    assert len(values(c.consume(1000, 0.5))) == 101 and clock.monotonic() == before
+
+
+def test_a_partition_without_a_leader_serves_nothing_until_one_is_elected() -> None:
+    clock, east, _ = clusters()
+    east.create_topic("t", 2)
+    east.append("t", 0, b"a")
+    east.append("t", 1, b"b")
+    c = consumer(east, {"enable.partition.eof": True})
+    c.assign([TopicPartition("t", 0, 0), TopicPartition("t", 1, 0)])
+    east.lose_leader("t", 1, until=clock.monotonic() + 2)
+
+    with pytest.raises(KafkaException) as raised:
+        c.get_watermark_offsets(TopicPartition("t", 1))
+    assert raised.value.args[0].code() == KafkaError._NO_OFFSET
+    partitions = c.list_topics("t").topics["t"].partitions
+    assert partitions[1].leader == -1
+    assert partitions[1].error.code() == KafkaError.LEADER_NOT_AVAILABLE
+    assert (partitions[0].leader, partitions[0].error) == (1, None)
+    first = c.consume(10, 1.0)  # partition 0 only, and no end-of-partition for partition 1
+    assert [(m.partition(), m.error() is None) for m in first] == [(0, True), (0, False)]
+    assert c.consume(10, 1.0) == []  # a second has passed
+    assert c.consume(10, 1.0) == []  # two have passed: elected by the next fetch
+    assert values(c.consume(10, 1.0)) == [b"b"]
+    assert c.get_watermark_offsets(TopicPartition("t", 1)) == (0, 1)
+
+    east.lose_leader("t", 0)  # until elected
+    clock.advance(3600)
+    with pytest.raises(KafkaException):
+        c.get_watermark_offsets(TopicPartition("t", 0))
+    east.elect_leader("t", 0)
+    assert c.get_watermark_offsets(TopicPartition("t", 0)) == (0, 1)
+    with pytest.raises(KeyError):
+        east.lose_leader("t", 2)
+
+
+def test_metadata_lists_the_topics_and_names_an_unknown_one_as_such() -> None:
+    clock, east, _ = clusters()
+    east.create_topic("a", 2)
+    east.create_topic("b", 1)
+    c, p = consumer(east), producer(east)
+
+    everything = c.list_topics(timeout=5)
+    assert sorted(everything.topics) == ["a", "b"] and list(everything.brokers) == [1]
+    assert sorted(everything.topics["a"].partitions) == [0, 1]
+    assert everything.topics["a"].error is None
+    missing = p.list_topics("nope", timeout=5).topics["nope"]
+    assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and not missing.partitions
+
+    east.down = True
+    start = clock.monotonic()
+    with pytest.raises(KafkaException) as raised:
+        c.list_topics("a", timeout=5)
+    assert raised.value.args[0].code() == KafkaError._TIMED_OUT
+    assert clock.monotonic() == start + 5
+
+
 def test_retention_overtaking_the_position_gives_one_offset_reset_error() -> None:
     _, east, _ = clusters()
     east.create_topic("t", 1)
@@ -686,6 +783,33 @@ def test_fake_kafka_hands_out_clients_on_the_cluster_the_config_names() -> None:
     with pytest.raises(ValueError, match="one FakeClock"):
         FakeKafka(FakeCluster("east"), west, settings)
     assert kafka.clock is clock
+
+
+def test_fake_kafka_clients_hand_out_fake_clients_by_alias_with_the_ports_settings() -> None:
+    clock, east, west = clusters()
+    clients = FakeKafkaClients(east, west)
+    clients.record_cost_s = 0.25
+
+    c = clients.consumer("west", {"group.id": "g"})
+    p = clients.producer("east")
+    assert isinstance(c, FakeConsumer) and c.cluster is west and c.record_cost_s == 0.25
+    assert isinstance(p, FakeProducer) and p.cluster is east
+    assert clients.consumers == [c] and clients.producers == [p]
+    # The real factory's settings: the topology's reach and security, the port's defaults.
+    assert c.config["bootstrap.servers"] == west.bootstrap
+    assert c.config["security.protocol"] == "PLAINTEXT" and c.config["log_level"] == 2
+    assert clients.clock is clock
+    with pytest.raises(ConfigError, match=r"security\.protocol"):
+        clients.consumer("west", {"group.id": "g", "security.protocol": "SSL"})
+    with pytest.raises(ConfigError):
+        clients.consumer("north", {"group.id": "g"})
+    with pytest.raises(NotImplementedError):
+        clients.admin("east")
+    with pytest.raises(ValueError, match="one FakeClock"):
+        FakeKafkaClients(east, FakeCluster("north"))
+
+    named = load_topology_text(PAIR)
+    assert FakeKafkaClients(east, west, topology=named).topology is named
 
 
 def test_the_catalog_mirrors_the_flows_topics_and_grows_them() -> None:

@@ -1,4 +1,5 @@
-"""An in-memory Kafka for unit tests of the replication engine, without brokers.
+"""An in-memory Kafka for unit tests of the replication engine and the Kafka port, without
+brokers.
 
 The engine reaches Kafka only through :class:`drsvc.runtime.replication.boundary.KafkaBoundary`
 and reads time only from a :class:`~drsvc.runtime.replication.boundary.Clock`. This module fakes
@@ -30,6 +31,17 @@ Building a flow on two fake clusters (the settings' bootstrap servers pick the c
 the bootstrap servers given to ``worker_settings`` win over the topology file's, and
 :class:`FakeKafka` hands out clients on the cluster whose bootstrap string a config names.
 
+Code written against the port (:mod:`drsvc.kafka`) gets its clients by cluster alias from
+:class:`FakeKafkaClients`, the real factory with fake clients, so a role's topic reads run the
+port's own :class:`~drsvc.kafka.reader.TopicReader`::
+
+    clients = FakeKafkaClients(east, west)
+    with clients.reader("west", "t", what="test topic", group="g", committed=True) as reader:
+        for batch in reader.to_end(): ...
+
+A read of a long history takes time on the fake clock when its consumers are given a cost per
+log entry (:attr:`FakeKafkaClients.record_cost_s`, :attr:`FakeConsumer.record_cost_s`).
+
 What is modelled, and the choices made where Kafka leaves room:
 
 * Partition logs with a log start (``delete_records`` is retention), gaps (``compact``), leader
@@ -56,14 +68,18 @@ What is modelled, and the choices made where Kafka leaves room:
   just the same. Offsets sent to a transaction become committed with it.
 * A cluster that is down (:attr:`FakeCluster.down`): produced records stay queued until
   ``message.timeout.ms`` fails them, fetches return nothing, and requests (watermarks, commits,
-  committed offsets, transactions, discovery) fail after their timeout.
+  committed offsets, transactions, metadata, discovery) fail after their timeout.
+* Metadata (``list_topics``): one broker, the topics with their partitions, an unknown topic
+  named with ``UNKNOWN_TOPIC_OR_PART``. A partition can lose its leader for a while
+  (:meth:`FakeCluster.lose_leader`): nothing is fetched from it and watermark queries fail.
 
 Faults a test injects, each explicit and one-shot unless it says a count:
 :meth:`FakeCluster.fail_next_deliveries`, :meth:`FakeCluster.refuse_next_produce`,
 :meth:`FakeCluster.fail_next_commit_transaction`, :meth:`FakeCluster.kick`,
-:attr:`FakeCluster.down`, :meth:`FakeProducer.raise_fatal`, :meth:`FakeConsumer.refuse_next_seek`,
-:meth:`FakeConsumer.fail_next_commit`, :attr:`FakeTopicCatalog.unreachable`, and the cluster's
-own history: :meth:`FakeCluster.delete_records` (retention), :meth:`FakeCluster.compact`,
+:attr:`FakeCluster.down`, :meth:`FakeCluster.lose_leader`, :meth:`FakeProducer.raise_fatal`,
+:meth:`FakeConsumer.refuse_next_seek`, :meth:`FakeConsumer.fail_next_commit`,
+:attr:`FakeTopicCatalog.unreachable`, and the cluster's own history:
+:meth:`FakeCluster.delete_records` (retention), :meth:`FakeCluster.compact`,
 :meth:`FakeCluster.recreate_topic`, :meth:`FakeCluster.add_partitions`, open source transactions
 (:meth:`FakeCluster.append` with ``transaction=``).
 
@@ -74,7 +90,8 @@ KIP-320 check of the committed leader epoch), record batches, sizes and compress
 rebalance timeouts (an eager member waits for a partition until its holder polls or is kicked),
 the pending transactional offsets that make a real ``committed()`` wait (KIP-447), idempotence
 sequence numbers, consumer prefetch queues and ``fetch.wait.max.ms``, ``store_offsets`` and
-auto-commit, and admin clients (the catalog changes the fake clusters directly).
+auto-commit, and admin clients (the catalog changes the fake clusters directly). Fetching
+costs no time unless a test gives it a cost per log entry.
 """
 
 from __future__ import annotations
@@ -99,12 +116,23 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+# the admin package imports these from its private modules without marking them re-exported
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    BrokerMetadata,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+)
+
 from drsvc.adapters.kafka_admin import TopicInfo
 from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.types import AdminClient
 from drsvc.runtime.replication import repair
 from drsvc.runtime.replication.boundary import Consumer, Producer
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic
+from drsvc.topology import Topology, load_topology_text
 from failover import offset_syncs, provenance
 from failover.keepalive import LastCopy, last_copy_of
 from failover.topic_rules import is_heartbeats_topic, topic_verdict
@@ -118,6 +146,7 @@ __all__ = [
     "FakeGroupMetadata",
     "FakeHeartbeatCopier",
     "FakeKafka",
+    "FakeKafkaClients",
     "FakeMessage",
     "FakeProducer",
     "FakeSyncLog",
@@ -195,8 +224,9 @@ def _copies(partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
 
 
 class FakeClock:
-    """The engine's :class:`~drsvc.runtime.replication.boundary.Clock`, moved only by
-    :meth:`advance` (by tests, or by a fake client that would otherwise wait).
+    """The port's :class:`~drsvc.kafka.clock.Clock` (and the engine's
+    :class:`~drsvc.runtime.replication.boundary.Clock`), moved only by :meth:`advance` (by
+    tests, or by a fake client that would otherwise wait) and :meth:`sleep`.
 
     Wall time starts at a realistic epoch so that record timestamps, latencies and ages look like
     production ones; monotonic time starts well above zero so that "0.0 = never" is never now.
@@ -216,12 +246,21 @@ class FakeClock:
         """Wall time in milliseconds, as record timestamps carry it."""
         return round(self._wall * 1000)
 
+    def time_ms(self) -> int:
+        """The port's name for :meth:`now_ms`."""
+        return self.now_ms()
+
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` pass on both clocks."""
         if seconds < 0:
             raise ValueError(f"time cannot go backwards ({seconds}s)")
         self._monotonic += seconds
         self._wall += seconds
+
+    def sleep(self, seconds: float) -> None:
+        """A wait: the time passes at once. A negative wait raises ``ValueError``, as
+        ``time.sleep`` does, so that a caller's miscounted deadline shows in its tests."""
+        self.advance(seconds)
 
 
 # ------------------------------------------------------------------------------------ the logs
@@ -596,6 +635,8 @@ class FakeCluster:
         self._delivery_faults: dict[str, list[tuple[int, int]]] = {}
         self._produce_refusals: dict[str, list[int]] = {}
         self._commit_transaction_failures: list[KafkaError] = []
+        #: partitions without a leader: until which monotonic time (None: until elected)
+        self._leaderless: dict[TP, float | None] = {}
 
     def __repr__(self) -> str:
         return f"FakeCluster({self.name!r})"
@@ -648,6 +689,61 @@ class FakeCluster:
 
     def info(self, name: str) -> TopicInfo:
         return self._topic(name).info()
+
+    def metadata(self, topic: str | None = None) -> ClusterMetadata:
+        """What a client's ``list_topics`` answers: one broker (id 1), and every topic, or
+        only ``topic`` (with ``UNKNOWN_TOPIC_OR_PART`` as its error when it does not exist, as
+        a broker that does not create topics on request answers). A partition without a
+        leader names none (-1) and carries ``LEADER_NOT_AVAILABLE``."""
+        # The metadata classes declare their fields by assigning None, hence the ignores.
+        answer = ClusterMetadata()
+        answer.cluster_id = f"fake-{self.name}"  # type: ignore[assignment]
+        answer.controller_id = 1
+        broker = BrokerMetadata()
+        broker.id, broker.host, broker.port = 1, f"fake-{self.name}", 9092  # type: ignore[assignment]
+        answer.brokers = {1: broker}
+        names = sorted(self.topics) if topic is None else [topic]
+        for name in names:
+            described = TopicMetadata()
+            described.topic = name
+            found = self.topics.get(name)
+            if found is None:
+                described.error = _error(KafkaError.UNKNOWN_TOPIC_OR_PART)
+            else:
+                for index in range(len(found.partitions)):
+                    partition = PartitionMetadata()
+                    partition.id, partition.replicas, partition.isrs = index, [1], [1]
+                    if self.has_leader(name, index):
+                        partition.leader = 1
+                    else:
+                        partition.error = _error(KafkaError.LEADER_NOT_AVAILABLE, retriable=True)
+                    described.partitions[index] = partition
+            answer.topics[name] = described
+        return answer
+
+    # ---- partition leaders
+
+    def lose_leader(self, topic: str, partition: int, until: float | None = None) -> None:
+        """The partition has no leader (a topic created a moment ago, its broker gone) until
+        the clock's monotonic time reaches ``until``, or until :meth:`elect_leader` when None.
+        Meanwhile fetches from it return nothing (not even the end of the partition), watermark
+        queries answer ``_NO_OFFSET`` (what librdkafka answers then, not flagged retriable),
+        and its metadata names no leader. Producing to it is not affected."""
+        self._log(topic, partition)
+        self._leaderless[(topic, partition)] = until
+
+    def elect_leader(self, topic: str, partition: int) -> None:
+        self._leaderless.pop((topic, partition), None)
+
+    def has_leader(self, topic: str, partition: int) -> bool:
+        key = (topic, partition)
+        if key not in self._leaderless:
+            return True
+        until = self._leaderless[key]
+        if until is not None and self.clock.monotonic() >= until:
+            del self._leaderless[key]
+            return True
+        return False
 
     # ---- records
 
@@ -973,6 +1069,11 @@ class FakeConsumer:
     #: records taken from one partition before moving on to the next, so that a batch
     #: interleaves partitions (as fetch responses for several partitions do)
     chunk: int = 5
+    #: what fetching one log entry costs on the clock: a record handed out, or a marker or an
+    #: aborted record passed over. 0 (the default) makes fetching free. With a cost, a
+    #: ``consume`` call lasts at most its timeout, as a real one does, so it stops early with
+    #: what it has: a long history then takes time to read while the position keeps moving.
+    record_cost_s: float = 0.0
 
     def __init__(self, cluster: FakeCluster, config: Mapping[str, Any], clock: FakeClock) -> None:
         self.cluster = cluster
@@ -1005,6 +1106,8 @@ class FakeConsumer:
         self._commit_failures: list[int] = []
         #: answers to asynchronous commits, for ``on_commit`` at the next consume/poll
         self._commit_answers: list[tuple[KafkaError | None, list[TopicPartition]]] = []
+        #: log entries the current consume call may still fetch (None: as many as it likes)
+        self._budget: int | None = None
         cluster.consumers.append(self)
 
     def __repr__(self) -> str:
@@ -1248,6 +1351,8 @@ class FakeConsumer:
                 else KafkaError._UNKNOWN_TOPIC
             )
             raise _raise(code)
+        if not self.cluster.has_leader(*key):
+            raise _raise(KafkaError._NO_OFFSET, "no leader for the partition")
         return log.log_start, log.last_stable if self.read_committed else log.end
 
     def offsets_for_times(
@@ -1348,14 +1453,24 @@ class FakeConsumer:
     def consume(self, num_messages: int = 1, timeout: float | None = -1) -> list[FakeMessage]:
         """Up to ``num_messages`` records and events from the unpaused assigned partitions,
         in offset order per partition, a few at a time per partition. Serves the group first;
-        with nothing to return, the clock advances by ``timeout``."""
+        with nothing to return, the clock advances by ``timeout``. With a
+        :attr:`record_cost_s`, the entries fetched cost their time, and no more are fetched
+        than fit in ``timeout`` (at least one)."""
         self._check_open()
         self._serve_group()
         self._serve_commit_answers()
         self.cluster._expire_transactions()
-        messages = self._gather(num_messages)
-        if not messages:
-            self.clock.advance(_wait_s(timeout))
+        wait_s = _wait_s(timeout)
+        cost = self.record_cost_s
+        allowed = max(1, int(wait_s / cost)) if cost > 0 else None
+        self._budget = allowed
+        try:
+            messages = self._gather(num_messages)
+        finally:
+            left, self._budget = self._budget, None
+        spent = 0.0 if allowed is None or left is None else (allowed - left) * cost
+        # A call that found nothing to hand out waits for its whole timeout, as a real one does.
+        self.clock.advance(spent if messages else max(spent, wait_s))
         return messages
 
     def poll(self, timeout: float | None = None) -> FakeMessage | None:
@@ -1383,7 +1498,10 @@ class FakeConsumer:
         self.closed = True
 
     def list_topics(self, topic: str | None = None, timeout: float | None = None) -> Any:
-        raise NotImplementedError("the fake has no cluster metadata; use the topic catalog")
+        """The cluster's metadata (:meth:`FakeCluster.metadata`); fails after ``timeout`` when
+        the cluster is down."""
+        self._request(timeout, "fetching metadata")
+        return self.cluster.metadata(topic)
 
     def _gather(self, limit: int) -> list[FakeMessage]:
         if self.cluster.down or limit <= 0:
@@ -1424,6 +1542,8 @@ class FakeConsumer:
                 )
             ]
         fetch.missing_reported = False
+        if not self.cluster.has_leader(topic, partition):
+            return []
         out: list[FakeMessage] = []
         if not self._start(key, fetch, log, out):
             return out
@@ -1433,6 +1553,10 @@ class FakeConsumer:
         records = log.records
         i = log.index_of(fetch.position)
         while len(out) < limit and i < len(records) and records[i].offset < end:
+            if self._budget is not None:
+                if self._budget <= 0:
+                    break
+                self._budget -= 1
             record = records[i]
             i += 1
             fetch.position = record.offset + 1
@@ -1685,7 +1809,10 @@ class FakeProducer:
         return remaining
 
     def list_topics(self, topic: str | None = None, timeout: float | None = None) -> Any:
-        raise NotImplementedError("the fake has no cluster metadata; use the topic catalog")
+        """The cluster's metadata (:meth:`FakeCluster.metadata`); fails after ``timeout`` when
+        the cluster is down."""
+        self._request(timeout, "fetching metadata")
+        return self.cluster.metadata(topic)
 
     def _serve(self) -> int:
         self.cluster._expire_transactions()
@@ -2157,3 +2284,55 @@ class FakeKafka:
         copier = FakeHeartbeatCopier()
         self.copiers.append(copier)
         return copier
+
+
+# ------------------------------------------------------------------------------ the Kafka port
+
+
+class FakeKafkaClients(KafkaClients):
+    """The port's client factory (:class:`drsvc.kafka.clients.KafkaClients`) on fake clusters:
+    a client of alias ``east`` is a client of the :class:`FakeCluster` named ``east``.
+
+    Only where the clients come from is replaced. Their settings are built by the real
+    factory (the topology's bootstrap and security settings merged, an overlay that tries to
+    change them refused), and everything built on ``consumer`` and ``producer`` runs as it is:
+    a :meth:`reader` is the port's own :class:`~drsvc.kafka.reader.TopicReader` over a
+    :class:`FakeConsumer`. Admin clients are not faked.
+
+    ``topology`` defaults to one that names the clusters and nothing else. The clusters must
+    share one clock, which becomes the factory's.
+    """
+
+    def __init__(self, *clusters: FakeCluster, topology: Topology | None = None) -> None:
+        if not clusters:
+            raise ValueError("FakeKafkaClients needs at least one FakeCluster")
+        clock = clusters[0].clock
+        if any(cluster.clock is not clock for cluster in clusters):
+            raise ValueError("the clusters of FakeKafkaClients must share one FakeClock")
+        if topology is None:
+            names = "".join(f"  {cluster.name}: {{}}\n" for cluster in clusters)
+            topology = load_topology_text(f"name: fake\nclusters:\n{names}")
+        super().__init__(topology, bootstrap_servers(*clusters), clock=clock)
+        self.fake_clock = clock
+        self.clusters = {cluster.name: cluster for cluster in clusters}
+        #: every client handed out, in order
+        self.consumers: list[FakeConsumer] = []
+        self.producers: list[FakeProducer] = []
+        #: given to every consumer handed out from now on (see FakeConsumer.record_cost_s)
+        self.record_cost_s = 0.0
+
+    def consumer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Consumer:
+        config = self.config(alias, overlay)
+        consumer = FakeConsumer(self.clusters[alias], config, self.fake_clock)
+        consumer.record_cost_s = self.record_cost_s
+        self.consumers.append(consumer)
+        return cast(Consumer, consumer)
+
+    def producer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Producer:
+        config = self.config(alias, overlay)
+        producer = FakeProducer(self.clusters[alias], config, self.fake_clock)
+        self.producers.append(producer)
+        return cast(Producer, producer)
+
+    def admin(self, alias: str) -> AdminClient:
+        raise NotImplementedError("the fake clusters have no admin client")
