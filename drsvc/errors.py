@@ -29,8 +29,10 @@ Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exc
         └── NoActiveClusterError    an application has no usable active cluster now (a switch
                                     is under way, or its client's lease lapsed): wait, then retry
 
-``failover/`` has its own pure errors (see ``failover.errors``); the service wraps them where it
-turns a decision into an effect.
+``failover/`` has its own pure errors (see ``failover.errors``): it cannot import drsvc. The
+runtime maps them where it calls the core (a refusal of the core's failover plan becomes a
+:class:`RefusedError` of the same message, raised ``from`` it), so the interfaces (commands, the
+API, the controller) catch drsvc's errors only.
 """
 
 from __future__ import annotations

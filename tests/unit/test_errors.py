@@ -1,14 +1,25 @@
-"""drsvc's one error tree: the drawing in ``drsvc/errors.py`` is the real hierarchy."""
+"""drsvc's one error tree: the drawing in ``drsvc/errors.py`` is the real hierarchy, and the
+interfaces (commands, API, controller) handle drsvc's errors only, never the core's."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
 import re
+from pathlib import Path
 
+import pytest
+
+import drsvc
 from drsvc import errors
+from failover import errors as core_errors
 
 _TREE_CHARS = " │├└─"
 _NAME = re.compile(r"[A-Z][A-Za-z]*Error\b")
+
+#: where the interfaces live: what they catch must be drsvc's
+_INTERFACES = ("cli", "api", "runtime/controller")
 
 
 def _drawn(doc: str) -> list[tuple[str, str | None, str]]:
@@ -62,3 +73,37 @@ def test_the_drawn_tree_is_the_class_hierarchy() -> None:
             children.setdefault(parent, []).append(name)
     for name, _, drawn in rows:
         assert drawn == _branches(name, parents, children), name
+
+
+_ROOT = Path(drsvc.__file__).parent
+
+
+def _interface_modules() -> list[Path]:
+    found = [path for part in _INTERFACES for path in sorted((_ROOT / part).rglob("*.py"))]
+    assert found, "no interface modules found: the scan is broken"
+    return found
+
+
+def _of_the_core(module: str | None) -> bool:
+    return module is not None and (module == "failover" or module.startswith("failover."))
+
+
+@pytest.mark.parametrize(
+    "path", _interface_modules(), ids=lambda p: p.relative_to(_ROOT).as_posix()
+)
+def test_an_interface_imports_none_of_the_cores_errors(path: Path) -> None:
+    # By name, through any module of the core: failover_plan, for one, re-exports its refusal.
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert not any(a.name == core_errors.__name__ for a in node.names), path
+        if not isinstance(node, ast.ImportFrom) or not _of_the_core(node.module):
+            continue
+        module = importlib.import_module(str(node.module))
+        for alias in node.names:
+            value = getattr(module, alias.name, None)
+            if value is None:  # a submodule (``from failover import naming``)
+                value = importlib.import_module(f"{node.module}.{alias.name}")
+            assert value is not core_errors, f"{path}:{node.lineno} imports failover.errors"
+            is_core_error = isinstance(value, type) and issubclass(value, core_errors.CoreError)
+            assert not is_core_error, f"{path}:{node.lineno} imports {alias.name} of the core"
