@@ -9,23 +9,30 @@ Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exc
     │   ├── ConfigError             a setting or argument is wrong
     │   │   └── TopologyError       a topology file is wrong (names the file and the field)
     │   ├── NotInstalledError       a component the project installs is missing
-    │   └── LocalEnvError           the embedded local environment cannot do what was asked
-    │       ├── PortInUseError      a port the environment needs is taken
-    │       └── ProcessStartError   a process died or never became ready (points at its log)
+    │   ├── LocalEnvError           the embedded local environment cannot do what was asked
+    │   │   ├── PortInUseError      a port the environment needs is taken
+    │   │   └── ProcessStartError   a process died or never became ready (points at its log)
     │   ├── LockLostError           a coordination lock is no longer held: its holder must stop
     │   ├── ConflictError           a conditional write found a key changed by someone else
-    │   └── FailoverError           a failover was refused or could not complete (says why)
+    │   ├── FailoverError           a failover could not go on (says why)
+    │   └── RefusedError            a request that must not be carried out as things stand
+    │       ├── PreconditionFailedError
+    │       │                       the caller's expectations (kind, epoch) no longer hold
+    │       └── RequestMismatchError
+    │                               a request id already names a different request
     └── TemporaryError              the same call may succeed later (.delay hints when)
         ├── KafkaUnavailableError   brokers unreachable or timed out
         ├── FatalClientError        a Kafka client can never be used again: the process stops
-                                    so that its supervisor starts it afresh
+        │                           so that its supervisor starts it afresh
         ├── CoordinatorUnavailableError
         │                           Consul unreachable or timed out
         └── NoActiveClusterError    an application has no usable active cluster now (a switch
                                     is under way, or its client's lease lapsed): wait, then retry
 
-``failover/`` has its own pure errors (see ``failover.errors``); the service wraps them where it
-turns a decision into an effect.
+``failover/`` has its own pure errors (see ``failover.errors``): it cannot import drsvc. The
+runtime maps them where it calls the core (a refusal of the core's failover plan becomes a
+:class:`RefusedError` of the same message, raised ``from`` it), so the interfaces (commands, the
+API, the controller) catch drsvc's errors only.
 """
 
 from __future__ import annotations
@@ -143,4 +150,29 @@ class ConflictError(PermanentError):
 
 
 class FailoverError(PermanentError):
-    """A failover or failback was refused, or ended without moving the application."""
+    """A failover or failback could not go on: a record or key it needs is unreadable, the
+    application's lock stays held, a step failed too often. A failover that must not start is a
+    :class:`RefusedError` instead."""
+
+
+class RefusedError(PermanentError):
+    """A request that must not be carried out as things stand; the message says why.
+
+    A failover the plan refuses (already active there, the active cluster does not answer,
+    another failover runs, a translation no wait makes exact ...), a migration step whose checks
+    fail, a MirrorMaker 2 takeover that cannot be placed. Most come before the request changed
+    anything; where one can come later, its raiser says what was done. The API answers 409
+    ``refused``; the commands exit 1 with ``refused:`` and the reason.
+    """
+
+
+class PreconditionFailedError(RefusedError):
+    """The caller planned against a situation that has changed: the failover it saw (its kind,
+    the application's epoch) is not the one that would run now. The API answers 412, so that
+    the caller knows to ask for a dry run again."""
+
+
+class RequestMismatchError(RefusedError):
+    """A request id that an earlier, different request of the application already used
+    (another target, or force where there was none). The API answers 409 ``request_mismatch``:
+    a new request needs a new id."""

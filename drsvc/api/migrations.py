@@ -17,7 +17,7 @@ from typing import Any
 
 from drsvc.api.problems import ApiProblem
 from drsvc.components import load_components
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, RefusedError
 from drsvc.runtime.failover.views import plan_document, record_document
 from drsvc.runtime.migration.context import MigrationContext, migration_context
 from drsvc.runtime.migration.copier import MigrationCopier
@@ -31,7 +31,6 @@ from drsvc.settings import Settings
 from drsvc.topology.models import Topology
 from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
 from drsvc.verify.spark import verification_session
-from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverRecord, FailoverRequest
 
 __all__ = ["MigrationService"]
@@ -137,7 +136,7 @@ class MigrationService:
             raise ApiProblem(404, "not_found", f"no application {app!r}")
         check = check_cutover(ctx.executor, ctx.store, ctx.reader(), ctx.migration, app, wait_s)
         if check.refusals:
-            raise FailoverRefused(
+            raise RefusedError(
                 f"cutover of {app} to {ctx.migration.target} refused: " + "; ".join(check.refusals)
             )
         request = FailoverRequest(app, ctx.migration.target, False, None)

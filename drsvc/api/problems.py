@@ -27,9 +27,11 @@ from drsvc.errors import (
     DrsvcError,
     FailoverError,
     LockLostError,
+    PreconditionFailedError,
+    RefusedError,
+    RequestMismatchError,
     TemporaryError,
 )
-from failover.errors import FailoverRefused, PreconditionFailed, RequestMismatch
 
 __all__ = ["ApiProblem", "install_problem_handlers", "problem_body"]
 
@@ -53,14 +55,14 @@ def problem_body(status: int, code: str, message: str, **extra: Any) -> dict[str
     return {"error": {"status": status, "code": code, "message": message, **extra}}
 
 
-def problem_of(err: DrsvcError | FailoverRefused) -> ApiProblem:
+def problem_of(err: DrsvcError) -> ApiProblem:
     """The HTTP answer to an error the service raised (the subclasses of
-    :class:`FailoverRefused` first: each has its own answer)."""
-    if isinstance(err, PreconditionFailed):
+    :class:`RefusedError` first: each has its own answer)."""
+    if isinstance(err, PreconditionFailedError):
         return ApiProblem(412, "precondition_failed", str(err))
-    if isinstance(err, RequestMismatch):
+    if isinstance(err, RequestMismatchError):
         return ApiProblem(409, "request_mismatch", str(err))
-    if isinstance(err, FailoverRefused):
+    if isinstance(err, RefusedError):
         return ApiProblem(409, "refused", str(err))
     if isinstance(err, TemporaryError):
         headers = {"Retry-After": str(max(1, round(err.delay)))}
@@ -93,10 +95,6 @@ def install_problem_handlers(app: FastAPI) -> None:
         if problem.status >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc)
         return _answer(problem)
-
-    @app.exception_handler(FailoverRefused)
-    async def on_refused(_request: Request, exc: FailoverRefused) -> JSONResponse:
-        return _answer(problem_of(exc))
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -21,7 +21,7 @@ from drsvc.adapters.coordination import Coordinator
 from drsvc.api.events import Event, EventLog
 from drsvc.api.migrations import MigrationService
 from drsvc.api.problems import ApiProblem
-from drsvc.errors import ConfigError, DrsvcError
+from drsvc.errors import ConfigError, DrsvcError, RequestMismatchError
 from drsvc.runtime.checkpoints.service import read_flow_checkpoints
 from drsvc.runtime.failover.app_states import controller_leader
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
@@ -35,7 +35,6 @@ from drsvc.runtime.heartbeats.observer import HeartbeatObserver
 from drsvc.runtime.heartbeats.report import freshness_report
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.models import Application, Topology
-from failover.errors import RequestMismatch
 from failover.failover_plan import FailoverKind, FailoverRecord, FailoverRequest
 
 __all__ = ["ApiService", "MoveRequest"]
@@ -295,7 +294,7 @@ class ApiService:
             if record.plan.app != request.app:
                 # Request ids are the application's own: an executor that answers with another
                 # application's failover must neither be believed nor carry that one on.
-                failed["error"] = RequestMismatch(
+                failed["error"] = RequestMismatchError(
                     f"request id {request.request_id} names failover {record.plan.failover_id} "
                     f"of application {record.plan.app}, not a request of {request.app}"
                 )

@@ -20,9 +20,10 @@ from drsvc.cli.common import (
     load_with_bootstraps,
     resolve_consul,
 )
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, RefusedError
 from drsvc.runtime.failover.app_states import controller_leader
 from drsvc.runtime.failover.connect import connect_executor
+from drsvc.runtime.failover.core_errors import checked_request_id
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.failover.views import (
     app_document,
@@ -31,7 +32,6 @@ from drsvc.runtime.failover.views import (
     recovery_document,
 )
 from drsvc.settings import Settings
-from failover.errors import FailoverRefused, PolicyError
 from failover.failover_plan import (
     DEFAULT_CATCH_UP_TIMEOUT_S,
     FailoverKind,
@@ -41,7 +41,6 @@ from failover.failover_plan import (
     FailoverState,
     GroupTarget,
 )
-from failover.naming import check_request_id
 from failover.stale_epochs import StaleEntry
 
 EXIT_OK = 0
@@ -203,7 +202,7 @@ def register(app: typer.Typer) -> None:
         executor = build_executor(topology_file, consul, state_dir, DEFAULT_CATCH_UP_TIMEOUT_S)
         try:
             record = executor.recover(app_name, dry_run=dry_run)
-        except FailoverRefused as err:
+        except RefusedError as err:
             if as_json:
                 typer.echo(json.dumps({"app": app_name, "state": "refused", "reason": str(err)}))
             print(f"drsvc: refused: {err}", file=sys.stderr)
@@ -284,8 +283,8 @@ class _Asked:
         if self.request_id is None:
             return
         try:
-            check_request_id(self.request_id)
-        except PolicyError as err:
+            checked_request_id(self.request_id)
+        except ConfigError as err:  # named as the option the user gave
             raise ConfigError(f"--request-id: {err}") from err
 
     @property
@@ -349,7 +348,7 @@ def _move(
             _print_plan(plan, targets, note, epoch, as_json)
             return
         record = executor.start(request)
-    except FailoverRefused as err:
+    except RefusedError as err:
         _refused(app_name, to, str(err), as_json)
     _finish(record, as_json)
 

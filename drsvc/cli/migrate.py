@@ -29,7 +29,7 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.components import load_components
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, RefusedError
 from drsvc.runtime.migration.context import MigrationContext, migration_context
 from drsvc.runtime.migration.copier import MigrationCopier
 from drsvc.runtime.migration.cutover import cutover as run_cutover
@@ -46,7 +46,6 @@ from drsvc.runtime.migration.status import (
 from drsvc.settings import Settings
 from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
 from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, verification_session
-from failover.errors import FailoverRefused
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 from failover.migration_plan import ACTIONS
 from failover.migration_progress import TopicProgress
@@ -186,7 +185,7 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
             report = prepare_start(
                 ctx.base, ctx.migration, ctx.bootstrap, ctx.store, take_over_mm2=take_over_mm2
             )
-        except FailoverRefused as err:
+        except RefusedError as err:
             _refused(str(err), False)
         log.info(
             "migration %s: created %s; already matching: %s",
@@ -295,7 +294,7 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
                 wait_s=wait_s,
                 dry_run=dry_run,
             )
-        except FailoverRefused as err:
+        except RefusedError as err:
             _refused(str(err), as_json, app=app_name, to=ctx.migration.target)
         document: dict[str, Any] = {**found_doc, "check": check.as_dict()}
         if as_json:
@@ -334,7 +333,7 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
             state = finish_migration(
                 ctx.store, ctx.topology.namespace, ctx.migration, phases, dry_run=dry_run
             )
-        except FailoverRefused as err:
+        except RefusedError as err:
             _refused(str(err), as_json, migration=ctx.migration.name)
         document = {"migration": ctx.migration.name, "dry_run": dry_run, **state.as_dict()}
         if as_json:

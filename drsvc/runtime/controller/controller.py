@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from drsvc.adapters.coordination import Coordinator, Lock
-from drsvc.errors import DrsvcError, LockLostError
+from drsvc.errors import DrsvcError, LockLostError, RefusedError
 from drsvc.runtime.controller.metrics import ControllerMetrics, controller_metrics
 from drsvc.runtime.controller.observe import Observer, Source
 from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
@@ -54,7 +54,6 @@ from failover.dr_decision import (
     recheck,
     stood_down,
 )
-from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverRecord, FailoverRequest
 
 __all__ = ["DrController"]
@@ -289,8 +288,8 @@ class DrController:
                 outcome = self._resume(decision, app, executor, lead)
             else:
                 return HELD
-        except (FailoverRefused, DrsvcError) as err:
-            outcome = "refused" if isinstance(err, FailoverRefused) else "error"
+        except DrsvcError as err:
+            outcome = "refused" if isinstance(err, RefusedError) else "error"
             log.error("controller: %s of %s did not run: %s", decision.action.value,
                       decision.app, err)  # fmt: skip
         except Exception:  # a bug must not pass silently on a worker thread

@@ -63,8 +63,11 @@ from drsvc.errors import (
     DrsvcError,
     FailoverError,
     KafkaUnavailableError,
+    RefusedError,
+    RequestMismatchError,
 )
 from drsvc.runtime.failover.clusters import FailoverClusters, Partition
+from drsvc.runtime.failover.core_errors import checked_request_id, core_refusals
 from drsvc.runtime.failover.flow_switch import (
     FlowSwitch,
     start_topics,
@@ -76,13 +79,7 @@ from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.active import ActiveDocument, decode_active, lease_wait_s, switch
-from failover.errors import (
-    FailoverRefused,
-    FormatError,
-    PolicyError,
-    RequestMismatch,
-    SwitchError,
-)
+from failover.errors import FormatError, PolicyError, SwitchError
 from failover.failover_plan import (
     DEFAULT_CATCH_UP_TIMEOUT_S,
     Cutoff,
@@ -276,14 +273,14 @@ class FailoverExecutor:
 
     def preview(self, request: FailoverRequest) -> tuple[FailoverPlan, list[GroupTarget], str]:
         """The plan, and where the groups would start if it ran now (a dry run: only reads).
-        Raises :class:`FailoverRefused` as the failover itself would."""
+        Raises :class:`RefusedError` as the failover itself would."""
         plan = self.plan(request)
         app = self.application(request.app)
         if plan.kind is FailoverKind.PLANNED:
             self._refuse_untranslatable(app, plan)
         try:
             return plan, sorted(self._targets(app, plan)), ""
-        except FailoverRefused as err:
+        except RefusedError as err:
             return plan, [], f"set-offsets would fail now: {err}"
         except KafkaUnavailableError as err:
             return plan, [], f"group positions unknown: {err}"
@@ -375,12 +372,19 @@ class FailoverExecutor:
     # -- planning -----------------------------------------------------------------------------
 
     def plan(self, request: FailoverRequest) -> FailoverPlan:
-        """The plan ``request`` would run now; changes nothing. Raises
-        :class:`FailoverRefused` (a :class:`ValueError`) saying why it must not start."""
+        """The plan ``request`` would run now; changes nothing. Raises :class:`RefusedError`
+        saying why it must not start."""
         app = self.application(request.app)
-        situation = self._situation(app, request)
-        plan = plan_failover(request, situation, "dry-run", self._catch_up_timeout_s)
-        check_request(request, plan, situation.active)
+        return self._checked_plan(request, self._situation(app, request), "dry-run")
+
+    def _checked_plan(
+        self, request: FailoverRequest, situation: Situation, failover_id: str
+    ) -> FailoverPlan:
+        """The core's plan of ``request`` in ``situation``, and its check that the plan is the
+        one the caller asked for; their refusals leave as drsvc's (:mod:`.core_errors`)."""
+        with core_refusals():
+            plan = plan_failover(request, situation, failover_id, self._catch_up_timeout_s)
+            check_request(request, plan, situation.active)
         return plan
 
     def _situation(
@@ -439,7 +443,8 @@ class FailoverExecutor:
         if request.request_id:
             # Validated here too: an id becomes part of a key (``..`` would reach another
             # application's keys), whoever passes it in.
-            request_key = naming.failover_request_key(self._ns, app.name, request.request_id)
+            request_id = checked_request_id(request.request_id)
+            request_key = naming.failover_request_key(self._ns, app.name, request_id)
             earlier = self._store.get(request_key)
             if earlier is not None:
                 failover_id = self._same_request(app, request, earlier.value)
@@ -452,8 +457,7 @@ class FailoverExecutor:
         lock = self.lock(app, failover_id, wait=False)
         try:
             situation = self._situation(app, request, me=failover_id)
-            plan = plan_failover(request, situation, failover_id, self._catch_up_timeout_s)
-            check_request(request, plan, situation.active)
+            plan = self._checked_plan(request, situation, failover_id)
             if plan.kind is FailoverKind.PLANNED:
                 self._refuse_untranslatable(app, plan)
             record = FailoverRecord(plan, created_ms=now)
@@ -476,7 +480,8 @@ class FailoverExecutor:
 
     def _same_request(self, app: Application, request: FailoverRequest, stored: str) -> str:
         """The failover that ``request``'s id started, if it was this same request; raises
-        :class:`RequestMismatch` if the id was used for another request of the application."""
+        :class:`RequestMismatchError` if the id was used for another request of the
+        application."""
         try:
             earlier = json.loads(stored)
         except json.JSONDecodeError:
@@ -488,7 +493,7 @@ class FailoverExecutor:
             )
         failover_id: str = earlier["failover_id"]
         if earlier.get("request") != request_fingerprint(request):
-            raise RequestMismatch(
+            raise RequestMismatchError(
                 f"request id {request.request_id} of application {app.name} started failover "
                 f"{failover_id}, a different request than this one (to {request.to}, force "
                 f"{request.force}); a new request needs a new id"
@@ -534,7 +539,7 @@ class FailoverExecutor:
             running = _holder_id(current.value) if held and current is not None else None
             if running is not None and running != failover_id and not self._ended(running):
                 if not wait or self._clock.monotonic() >= deadline:
-                    raise FailoverRefused(
+                    raise RefusedError(
                         f"failover {running} of application {app.name} is running: wait for "
                         f"it to end, or resume it with --resume {running} if its executor died"
                     )
@@ -788,7 +793,7 @@ class FailoverExecutor:
         return lags
 
     def _refuse_untranslatable(self, app: Application, plan: FailoverPlan) -> None:
-        """Raise :class:`FailoverRefused` naming every partition of the application's groups
+        """Raise :class:`RefusedError` naming every partition of the application's groups
         whose translation no wait can make exact (its position is older than the syncs, the
         source log was truncated past it, replication skipped records there, the syncs
         contradict each other: :meth:`PartitionTranslation.waits_can_fix`), or whose topic no
@@ -810,7 +815,7 @@ class FailoverExecutor:
                 if self._of_app(app, plan, u.topic)
             )
         if problems:
-            raise FailoverRefused(
+            raise RefusedError(
                 f"a planned failover of application {app.name} from {plan.from_cluster} to "
                 f"{plan.to_cluster} cannot become exact by waiting, so it did not start: "
                 f"{_shown(problems)}"
@@ -840,7 +845,7 @@ class FailoverExecutor:
         if not record.groups:
             try:
                 targets = self._targets(app, plan)
-            except FailoverRefused as err:
+            except RefusedError as err:
                 return _StepResult(Outcome.FAILED, str(err))
             # Stored before any commit: a resumed attempt commits these same positions.
             record = replace(record, groups=tuple(sorted(targets)))
@@ -969,7 +974,7 @@ class FailoverExecutor:
         unknown: Sequence[UnknownTranslation],
     ) -> list[GroupTarget]:
         """Start positions of untranslatable partitions by the application's policy; raises
-        :class:`FailoverRefused` when the policy refuses."""
+        :class:`RefusedError` when the policy refuses."""
         if not unknown:
             return []
         earliest: dict[Partition, int] = {}
@@ -979,7 +984,7 @@ class FailoverExecutor:
             )
         resolution = resolve_group(app.on_unknown_translation, group, unknown, earliest)
         if resolution.refused:
-            raise FailoverRefused("; ".join(r.message for r in resolution.refusals))
+            raise RefusedError("; ".join(r.message for r in resolution.refusals))
         return [
             GroupTarget(group, s.topic, s.partition, s.offset, False, "", -1, "earliest")
             for s in resolution.start_at
@@ -1158,8 +1163,13 @@ def _shown(problems: Sequence[str]) -> str:
 
 def _as_failure(err: DrsvcError | SwitchError) -> _StepResult:
     """A step's error as its failed outcome (the plan decides whether to retry or roll back);
-    an error no retry can cure (bad configuration, a lost lock) is raised instead."""
-    if isinstance(err, DrsvcError) and not err.retryable and not isinstance(err, ConflictError):
+    an error no retry can cure (bad configuration, a lost lock) is raised instead. A refusal
+    met inside a step (drsvc's, or the core's :class:`SwitchError`) is the step's failure."""
+    if (
+        isinstance(err, DrsvcError)
+        and not err.retryable
+        and not isinstance(err, ConflictError | RefusedError)
+    ):
         raise err
     return _StepResult(Outcome.FAILED, str(err))
 

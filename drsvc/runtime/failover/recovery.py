@@ -29,12 +29,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from drsvc.adapters.coordination import Coordinator, Lock, Put
+from drsvc.errors import RefusedError
 from drsvc.runtime.failover.clusters import FailoverClusters
 from drsvc.runtime.failover.fencing import DEFAULT_FENCING_TIMEOUT_S
 from drsvc.runtime.failover.flow_switch import FlowSwitch, start_topics
 from drsvc.topology.models import Application
 from failover import naming
-from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverRecord
 from failover.failover_record import encode_record
 from failover.site_recovery import (
@@ -81,12 +81,12 @@ class SiteRecoverer:
         app = self._executor.application(app_name)
         record = self.pending(app)
         if record is None:
-            raise FailoverRefused(
+            raise RefusedError(
                 f"application {app.name} has no unplanned failover waiting for recovery"
             )
         lost = record.plan.from_cluster
         if not self._clusters.reachable(lost):
-            raise FailoverRefused(
+            raise RefusedError(
                 f"{lost} does not answer yet: the records of application {app.name} that did "
                 f"not cross in failover {record.plan.failover_id} can be recovered once it is back"
             )
@@ -147,6 +147,9 @@ class SiteRecoverer:
         return done
 
     def _found(self, app: Application, record: FailoverRecord) -> SiteRecovery:
+        """The divergence, and where a replay copies it; refused (:class:`RefusedError`) when
+        there is nowhere to replay to. A recovery that is run, not a dry run, has fenced the
+        application's transactional producers on the returned cluster by then."""
         plan = record.plan
         copies = self._executor.remote_copies(app, plan)
         # What is on the target, not only what the syncs map: the flow's worker may have lost
@@ -160,7 +163,7 @@ class SiteRecoverer:
             return found
         into = self._executor.active(app).cluster
         if into is None or into == plan.from_cluster:
-            raise FailoverRefused(
+            raise RefusedError(
                 f"application {app.name} is not active on another cluster ({into or 'none'}): "
                 "there is nowhere to replay its records to"
             )

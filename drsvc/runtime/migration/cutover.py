@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from drsvc.errors import RefusedError
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.failover.views import plan_document, record_document
 from drsvc.runtime.migration.reading import MigrationReader
 from drsvc.runtime.migration.status import app_phases, migration_apps
 from drsvc.runtime.migration.store import MigrationStore
 from drsvc.topology.models import Migration
-from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverRecord, FailoverRequest
 from failover.migration_cutover import PartitionCatchUp, cutover_refusals
 
@@ -88,10 +88,10 @@ def cutover(
 ) -> tuple[CutoverCheck, dict[str, Any]]:
     """Check, then run (or, ``dry_run``, only plan) the planned failover of ``app_name`` to the
     target. Returns the check and the failover's record (or plan) as a document; raises
-    :class:`FailoverRefused` naming every reason when it must not start."""
+    :class:`RefusedError` naming every reason when it must not start."""
     check = check_cutover(executor, store, reader, migration, app_name, wait_s)
     if check.refusals:
-        raise FailoverRefused(
+        raise RefusedError(
             f"cutover of {app_name} to {migration.target} refused: " + "; ".join(check.refusals)
         )
     request = FailoverRequest(app_name, migration.target, False, None)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import time
 
 from drsvc.adapters.coordination import Put
-from drsvc.errors import ConflictError
+from drsvc.errors import ConflictError, RefusedError
 from drsvc.runtime.migration.store import MigrationStore
 from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Migration
 from failover import naming
-from failover.errors import FailoverRefused
 from failover.migration_state import AppPhase, MigrationState, finish_decision
 
 
@@ -23,12 +22,12 @@ def finish_migration(
     *,
     dry_run: bool = False,
 ) -> MigrationState:
-    """Stop the flow and record the migration finished; refused (:class:`FailoverRefused`)
+    """Stop the flow and record the migration finished; refused (:class:`RefusedError`)
     while an application of it is not on the target. Finishing twice is fine."""
     stored = store.read(migration.name)
     decision = finish_decision(stored.state, phases)
     if not decision.allowed:
-        raise FailoverRefused(f"migration {migration.name}: {decision.reason}")
+        raise RefusedError(f"migration {migration.name}: {decision.reason}")
     assert stored.state is not None
     if stored.state.state == "finished" or dry_run:
         return stored.state

@@ -21,9 +21,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message,
 from confluent_kafka.admin import AdminClient
 
 from drsvc.adapters.kafka_admin import admin_client, alter_group_offsets
-from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.errors import ConfigError, KafkaUnavailableError, RefusedError
 from failover import naming
-from failover.errors import FailoverRefused, FormatError
+from failover.errors import FormatError
 from failover.migration_mm2 import (
     Mm2Progress,
     PartitionCopy,
@@ -197,23 +197,23 @@ def plan_takeover(
     timeout_s: float = 30.0,
 ) -> TakeoverPlan:
     """Where drsvc's flow continues each partition of ``partitions`` (topic -> count); raises
-    :class:`FailoverRefused` naming every reason when MirrorMaker still runs, copied under other
+    :class:`RefusedError` naming every reason when MirrorMaker still runs, copied under other
     names, or a partition's copy cannot be placed."""
     target_admin = admin_client(clusters.target_config["bootstrap.servers"],
                                 {**clusters.target_config, **QUIET})  # fmt: skip
     running = _connect_members(target_admin, clusters.worker_group, timeout_s)
     if running:
-        raise FailoverRefused(
+        raise RefusedError(
             f"MirrorMaker 2 still runs: its worker group {clusters.worker_group} has {running}"
             f" member(s) on {clusters.target}; stop it first (cleanly, so it commits its"
             " progress), then take over"
         )
     renamed = naming_refusals(partitions, target_topics, clusters.source)
     if renamed:
-        raise FailoverRefused("; ".join(renamed))
+        raise RefusedError("; ".join(renamed))
     progress = read_progress(clusters, timeout_s)
     if not progress:
-        raise FailoverRefused(
+        raise RefusedError(
             f"no progress of MirrorMaker 2 from {clusters.source} in {clusters.offsets_topic} on"
             f" {clusters.target}: nothing to take over (start without taking over)"
         )
@@ -241,14 +241,14 @@ def plan_takeover(
         consumer.close()
     plan = TakeoverPlan(tuple(decisions))
     if plan.refusals:
-        raise FailoverRefused("cannot take over from MirrorMaker 2: " + "; ".join(plan.refusals))
+        raise RefusedError("cannot take over from MirrorMaker 2: " + "; ".join(plan.refusals))
     return plan
 
 
 def refuse_if_the_flow_copied(
     clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float = 30.0
 ) -> None:
-    """Refuse (:class:`FailoverRefused`) when drsvc's flow already has progress of its own on
+    """Refuse (:class:`RefusedError`) when drsvc's flow already has progress of its own on
     a partition to take over: it copied before, and taking over now would copy twice or skip."""
     group = naming.replicator_group(clusters.source, clusters.target)
     config = clusters.source_config
@@ -259,7 +259,7 @@ def refuse_if_the_flow_copied(
     finally:
         consumer.close()
     if existing:
-        raise FailoverRefused(
+        raise RefusedError(
             f"drsvc's flow {clusters.source}->{clusters.target} already has progress"
             f" ({len(existing)} partition(s), e.g. {existing[0].topic}-{existing[0].partition}"
             f" at {existing[0].offset}): it copied already, taking over now would copy twice"
@@ -268,7 +268,9 @@ def refuse_if_the_flow_copied(
 
 def commit_takeover(clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float = 30.0) -> None:
     """Commit the positions as the drsvc flow's progress; refused when the flow already has
-    progress of its own (:func:`refuse_if_the_flow_copied`, checked again right before)."""
+    progress of its own (:func:`refuse_if_the_flow_copied`, checked again right before). A
+    commit the cluster refuses for some partitions is a refusal too, raised after the others
+    were committed."""
     refuse_if_the_flow_copied(clusters, plan, timeout_s)
     group = naming.replicator_group(clusters.source, clusters.target)
     config = clusters.source_config
@@ -277,7 +279,7 @@ def commit_takeover(clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float 
     failed = {tp: err for tp, err in answers.items() if err is not None}
     if failed:
         (t, p), err = next(iter(failed.items()))
-        raise FailoverRefused(
+        raise RefusedError(
             f"committing the takeover positions of group {group} failed for {len(failed)}"
             f" partition(s), e.g. {t}-{p}: {err}"
         )

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from drsvc.adapters.kafka_admin import admin_client, create_topic, list_topic_names
-from drsvc.errors import ConfigError, ConflictError
+from drsvc.errors import ConfigError, ConflictError, RefusedError
 from drsvc.runtime.migration.mm2_takeover import (
     TakeoverPlan,
     commit_takeover,
@@ -19,7 +19,6 @@ from drsvc.runtime.migration.mm2_takeover import (
 from drsvc.runtime.migration.plan_reader import MigrationPlanReport, read_migration_plan
 from drsvc.runtime.migration.store import MigrationStore
 from drsvc.topology.models import Migration, Topology
-from failover.errors import FailoverRefused
 from failover.migration_state import MigrationState, start_refusal, started
 
 
@@ -49,7 +48,7 @@ def prepare_start(
     *,
     take_over_mm2: bool = False,
 ) -> StartReport:
-    """Plan the migration; refuse it (:class:`FailoverRefused`, the reason) when a topic
+    """Plan the migration; refuse it (:class:`RefusedError`, the reason) when a topic
     conflicts or it was finished; else create every planned topic on the target and record the
     migration as copying. Nothing is created when the plan refuses.
 
@@ -63,14 +62,14 @@ def prepare_start(
     if refusal is None and not [t for t in report.plan.topics if t.action in ("create", "match")]:
         refusal = "it selects no topic of the source (topics: include/exclude)"
     if refusal is not None:
-        raise FailoverRefused(f"migration {migration.name}: {refusal}")
+        raise RefusedError(f"migration {migration.name}: {refusal}")
     config = topology.cluster(migration.target).client_config(bootstrap.get(migration.target))
     admin = admin_client(config["bootstrap.servers"], {**config, "log_level": "2"})
     takeover: TakeoverPlan | None = None
     clusters = None
     if take_over_mm2:
         if stored.state is not None:
-            raise FailoverRefused(
+            raise RefusedError(
                 f"migration {migration.name} was started already: its own copy has progress,"
                 " there is nothing of MirrorMaker's to take over"
             )

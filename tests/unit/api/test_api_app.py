@@ -15,8 +15,7 @@ from drsvc.api.events import EventLog
 from drsvc.api.problems import ApiProblem
 from drsvc.api.reference import openapi_document, reference_markdown
 from drsvc.api.service import MoveRequest
-from drsvc.errors import ConfigError, CoordinatorUnavailableError
-from failover.errors import FailoverRefused
+from drsvc.errors import ConfigError, CoordinatorUnavailableError, RefusedError
 from failover.failover_plan import FailoverKind
 
 TOKEN = "s3cret-token-0123456789"
@@ -170,7 +169,7 @@ def test_errors_have_one_shape_and_the_right_codes() -> None:
     down = c.get("/readyz")
     assert down.status_code == 503 and down.headers["Retry-After"] == "3"
     assert down.json()["error"]["code"] == "unavailable"
-    service.fail_with = FailoverRefused("application orders is already active on west")
+    service.fail_with = RefusedError("application orders is already active on west")
     refused = c.post("/v1/apps/orders/failover", json={"to": "west"}, headers=bearer())
     assert refused.status_code == 409
     assert "already active on west" in refused.json()["error"]["message"]

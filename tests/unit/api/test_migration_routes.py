@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth
 from drsvc.api.problems import ApiProblem
-from failover.errors import FailoverRefused
+from drsvc.errors import RefusedError
 
 TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -45,7 +45,7 @@ class FakeMigrations:
         self._known(name)
         self.calls.append(("cutover", app, dry_run, wait_s))
         if app == "lagging":
-            raise FailoverRefused("cutover of lagging to west refused: the copy lags: 3 record(s)")
+            raise RefusedError("cutover of lagging to west refused: the copy lags: 3 record(s)")
         return (200, {"dry_run": True}) if dry_run else (202, {"id": "f-9", "state": "running"})
 
     def finish(self, name: str, dry_run: bool) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""``drsvc failover`` / ``failback``: the request id rule, the dry run's preconditions and how
-they reach the executor (an in-memory coordinator and fake clusters; no Consul, no brokers)."""
+"""``drsvc failover`` / ``failback`` / ``recover``: the request id rule, the dry run's
+preconditions and how they reach the executor, and what a refusal prints and exits with (an
+in-memory coordinator and fake clusters; no Consul, no brokers)."""
 
 from __future__ import annotations
 
@@ -161,3 +162,49 @@ def test_bad_preconditions_are_usage_errors(
     code = _run("failover", "-t", str(topology_file), "--app", "orders", "--to", "west", *extra)
     assert code == EXIT_BAD_INPUT
     assert executor.started == []
+
+
+# -- refusals: exit 1 and the plan's reason, as text or as a document ---------------------------
+
+ALREADY_ON_EAST = "application orders is already active on east"
+STALE_EPOCH = (
+    "application orders is at epoch 0, not 3 as expected: it changed since the plan was shown; "
+    "look at the plan again"
+)
+
+
+@pytest.mark.parametrize(
+    ("to", "extra", "reason"),
+    [("east", (), ALREADY_ON_EAST), ("west", ("--expect-epoch", "3"), STALE_EPOCH)],
+)
+def test_a_failover_the_plan_refuses_exits_1_with_its_reason(
+    executor: SpyExecutor,
+    topology_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    to: str,
+    extra: tuple[str, ...],
+    reason: str,
+) -> None:
+    # A dry run: it plans as the failover does (the spy's start does not plan).
+    base = ("failover", "-t", str(topology_file), "--app", "orders", "--to", to, "--dry-run",
+            *extra)  # fmt: skip
+    assert _run(*base) == 1
+    assert capsys.readouterr() == ("", f"drsvc: refused: {reason}\n")
+    assert _run(*base, "--json") == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"app": "orders", "to": to, "state": "refused", "reason": reason}
+    assert err == f"drsvc: refused: {reason}\n"
+    assert executor.started == []
+
+
+def test_a_recovery_with_nothing_to_recover_exits_1_with_its_reason(
+    executor: SpyExecutor, topology_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reason = "application orders has no unplanned failover waiting for recovery"
+    base = ("recover", "-t", str(topology_file), "--app", "orders")
+    assert _run(*base) == 1
+    assert capsys.readouterr() == ("", f"drsvc: refused: {reason}\n")
+    assert _run(*base, "--json") == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"app": "orders", "state": "refused", "reason": reason}
+    assert err == f"drsvc: refused: {reason}\n"

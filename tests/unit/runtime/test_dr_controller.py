@@ -14,7 +14,7 @@ import pytest
 from memory_coordination import FakeClock, MemoryCoordinator
 from prometheus_client import CollectorRegistry
 
-from drsvc.errors import CoordinatorUnavailableError, LockLostError
+from drsvc.errors import CoordinatorUnavailableError, LockLostError, RefusedError
 from drsvc.runtime.controller.controller import DrController
 from drsvc.runtime.controller.metrics import controller_metrics
 from drsvc.runtime.failover.executor import LockTiming
@@ -22,7 +22,6 @@ from drsvc.topology.loader import load_topology_text
 from drsvc.topology.models import Application
 from failover.active import ActiveDocument
 from failover.dr_decision import Action, Observation
-from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverRequest, FailoverState
 
 TOPOLOGY = """
@@ -216,7 +215,7 @@ def test_decisions_are_counted_by_app_and_action(clock: FakeClock) -> None:
     [
         (FailoverState.COMPLETED, "completed"),
         (FailoverState.ROLLED_BACK, "rolled_back"),
-        (FailoverRefused("orders: a failover is running"), "refused"),
+        (RefusedError("orders: a failover is running"), "refused"),
         (CoordinatorUnavailableError("no Consul"), "error"),
     ],
 )

@@ -12,14 +12,13 @@ from failover_topologies import Clock, application, east_west, executor_on
 from fake_failover_clusters import FakeFailoverClusters, exact
 from memory_coordination import MemoryCoordinator
 
-from drsvc.errors import KafkaUnavailableError, LockLostError
+from drsvc.errors import KafkaUnavailableError, LockLostError, RefusedError
 from drsvc.runtime.failover import executor as executor_module
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Topology
 from failover.active import ActiveDocument, decode_active, lease_wait_s
 from failover.checkpoints import Checkpoint, CheckpointKey
-from failover.errors import FailoverRefused
 from failover.failover_plan import FailoverKind, FailoverRequest, FailoverState
 from failover.naming import (
     app_active_key,
@@ -131,7 +130,7 @@ def test_a_second_failover_while_one_runs_is_refused_naming_it(
 ) -> None:
     holder = store.try_lock(app_lock_key(NS, "app"), '{"failover_id": "f-other"}')
     assert holder is not None
-    with pytest.raises(FailoverRefused, match="f-other"):
+    with pytest.raises(RefusedError, match="f-other"):
         _executor(store, clusters, clock).start(FailoverRequest("app", "west"))
     assert _active(store).cluster == "east"
 
@@ -174,10 +173,10 @@ def test_refusals_change_nothing(
         (FailoverRequest("app", "east"), "already active on east"),
         (FailoverRequest("app", "mars"), "unknown cluster 'mars'"),
     ):
-        with pytest.raises(FailoverRefused, match=why):
+        with pytest.raises(RefusedError, match=why):
             executor.start(request)
     clusters.members[("west", "g2")] = 1
-    with pytest.raises(FailoverRefused, match="g2 of application app have live members"):
+    with pytest.raises(RefusedError, match="g2 of application app have live members"):
         executor.start(FailoverRequest("app", "west"))
     assert store.list("drsvc/") == [] or all("lock" in e.key for e in store.list("drsvc/"))
 
@@ -395,10 +394,10 @@ def test_recovery_waits_for_the_lost_cluster_and_a_failback_waits_for_the_recove
     store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
 ) -> None:
     executor = _lost_east(store, clusters, clock, "quarantine")
-    with pytest.raises(FailoverRefused, match="east does not answer yet"):
+    with pytest.raises(RefusedError, match="east does not answer yet"):
         executor.recover("app")
     clusters.down.clear()
-    with pytest.raises(FailoverRefused, match="drsvc recover --app app"):
+    with pytest.raises(RefusedError, match="drsvc recover --app app"):
         executor.start(FailoverRequest("app", "east"))
     assert _active(store).cluster == "west"
 
@@ -422,7 +421,7 @@ def test_quarantine_lists_the_divergence_and_the_flow_skips_it(
     assert TOPIC not in control.paused_topics
     assert dict(control.skip_below) == {(TOPIC, 0): 58}
     assert executor.record(record.plan.failover_id).recovery == recovery
-    with pytest.raises(FailoverRefused, match="no unplanned failover waiting"):
+    with pytest.raises(RefusedError, match="no unplanned failover waiting"):
         executor.recover("app")
     # Failing back, a group that would start inside the divergence starts past it.
     clusters.translations[("g1", "west", "east")] = [exact(REMOTE, 0, 150, TOPIC, 52)]

@@ -11,7 +11,7 @@ from fake_failover_clusters import FakeFailoverClusters, exact
 from memory_coordination import MemoryCoordinator
 from test_failover_requests import topology, written
 
-from failover.errors import PreconditionFailed
+from drsvc.errors import PreconditionFailedError
 from failover.failover_plan import FailoverKind, FailoverRequest, FailoverState
 
 
@@ -29,7 +29,7 @@ def test_preconditions_from_a_dry_run_must_still_hold() -> None:
         (replace(shown, expect_kind=FailoverKind.UNPLANNED), "would be planned now, not unpl"),
     ):
         for attempt in (executor.preview, executor.start):
-            with pytest.raises(PreconditionFailed, match=why):
+            with pytest.raises(PreconditionFailedError, match=why):
                 attempt(wrong)
     assert written(store) == []
     done = executor.start(shown)

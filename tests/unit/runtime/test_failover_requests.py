@@ -12,11 +12,11 @@ from failover_topologies import Clock, caught_up, east_west, executor_on, orders
 from fake_failover_clusters import FakeFailoverClusters, exact
 from memory_coordination import MemoryCoordinator
 
+from drsvc.errors import ConfigError, RefusedError, RequestMismatchError
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.translation.group_translation import Unrouted
 from drsvc.topology.models import Topology
 from failover.active import decode_active, lease_wait_s
-from failover.errors import FailoverRefused, PolicyError
 from failover.failover_plan import FailoverKind, FailoverRequest, FailoverState
 from failover.naming import app_active_key
 
@@ -59,7 +59,7 @@ def test_without_force_an_old_cluster_that_does_not_answer_is_a_refusal_not_unpl
 ) -> None:
     clusters.down.add("east")
     for attempt in (executor.preview, executor.start):
-        with pytest.raises(FailoverRefused, match=r"east does not answer.*--force runs an unplan"):
+        with pytest.raises(RefusedError, match=r"east does not answer.*--force runs an unplan"):
             attempt(FailoverRequest("orders", "west"))
     assert written(store) == [] and clusters.commits == []
     forced = executor.start(FailoverRequest("orders", "west", force=True))
@@ -88,9 +88,9 @@ def test_a_request_id_used_for_another_request_of_the_application_is_refused(
     first = executor.start(FailoverRequest("orders", "west", request_id="r-7"))
     assert first.state is FailoverState.COMPLETED
     started = f"r-7 of application orders started failover {first.plan.failover_id}"
-    with pytest.raises(FailoverRefused, match=f"{started}, a different request") as refused:
+    with pytest.raises(RefusedError, match=f"{started}, a different request") as refused:
         executor.start(FailoverRequest("orders", "east", request_id="r-7"))
-    assert type(refused.value).__name__ == "RequestMismatch"  # HTTP 409
+    assert type(refused.value) is RequestMismatchError  # HTTP 409
     assert _active(store, "orders") == "west"
     assert len(executor.records()) == 1
 
@@ -101,7 +101,7 @@ def test_a_request_id_that_is_not_a_plain_name_is_refused_before_anything_is_rea
 ) -> None:
     executor.start(FailoverRequest("payments", "west"))
     before = {e.key: e.value for e in store.list("")}
-    with pytest.raises(PolicyError, match="request id"):
+    with pytest.raises(ConfigError, match="request id"):
         executor.start(FailoverRequest("orders", "west", request_id=request_id))
     assert {e.key: e.value for e in store.list("")} == before
     assert _active(store, "orders") == "east"
@@ -121,10 +121,10 @@ def test_a_translation_no_wait_can_make_exact_is_refused_before_deactivate(
 ) -> None:
     stuck = replace(exact("orders", 3, 0, "east.orders", 0), target_offset=None, reason=reason)
     clusters.translations[("g1", "east", "west")].append(stuck)
-    with pytest.raises(FailoverRefused, match=f"group g1 orders-3 at 0: {reason}"):
+    with pytest.raises(RefusedError, match=f"group g1 orders-3 at 0: {reason}"):
         executor.start(FailoverRequest("orders", "west"))
     assert written(store) == [] and clusters.commits == []
-    with pytest.raises(FailoverRefused, match="cannot become exact by waiting"):
+    with pytest.raises(RefusedError, match="cannot become exact by waiting"):
         executor.preview(FailoverRequest("orders", "west"))
 
 
@@ -140,7 +140,7 @@ def test_a_topic_no_flow_copies_is_refused_before_deactivate(
         return replace(found, unrouted=(Unrouted("orders", (1,), "east->west excludes it"),))
 
     clusters.translate = unrouted  # type: ignore[method-assign]
-    with pytest.raises(FailoverRefused, match=r"group g1 orders: no route \(east->west excludes"):
+    with pytest.raises(RefusedError, match=r"group g1 orders: no route \(east->west excludes"):
         executor.start(FailoverRequest("orders", "west"))
     assert written(store) == []
 
