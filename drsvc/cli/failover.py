@@ -319,7 +319,7 @@ def _move(
     asked.check_request_id()
     executor = build_executor(topology_file, consul, state_dir, catch_up_timeout_s)
     if resume is not None:
-        _finish(executor.resume(resume), as_json)
+        _finish(executor, executor.resume(resume), as_json)
         return
     app_name, to = asked.app_name, asked.to
     if not app_name:
@@ -350,11 +350,12 @@ def _move(
         record = executor.start(request)
     except RefusedError as err:
         _refused(app_name, to, str(err), as_json)
-    _finish(record, as_json)
+    _finish(executor, record, as_json)
 
 
-def _finish(record: FailoverRecord, as_json: bool) -> None:
-    _print_record(record, as_json)
+def _finish(executor: FailoverExecutor, record: FailoverRecord, as_json: bool) -> None:
+    """The failover as it ended, shown as ``drsvc failovers <id>`` and the API show one."""
+    _print_record(record, as_json, executor.stale_records(record))
     raise typer.Exit(EXIT_OK if record.state is FailoverState.COMPLETED else EXIT_NOT_DONE)
 
 

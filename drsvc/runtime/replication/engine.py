@@ -96,6 +96,10 @@ log = logging.getLogger(__name__)
 
 #: how often each partition's log end is cached for metrics (no request: fetch responses)
 END_OFFSETS_INTERVAL_S = 1.0
+#: records read before a watch was known that are read again to be judged, per partition (the
+#: stretch right after the switch, where a client that missed it writes), and for how long
+JUDGE_MAX_RECORDS = 50_000
+JUDGE_BUDGET_S = 5.0
 #: the garbage collector's thresholds while copying. Every copy allocates a handful of objects
 #: (the consumed message, its headers, the delivery callback) that reference counting frees; at
 #: CPython's 700 the youngest generation was scanned every hundred records or so, for 10-12 % of
@@ -652,10 +656,14 @@ class ReplicationEngine:
             # exactly once, its slot is taken again and its lanes replaced).
             self.delivery.skip_below(below)
         paused = resumed = 0
+        unjudged: list[tuple[Lane, int, int]] = []
         for lane in lanes:
             if self.lanes.get(lane.key) is not lane:
                 continue
-            _watch(lane, control.epoch_watch.get(lane.source.topic))
+            if _watch(lane, control.epoch_watch.get(lane.source.topic)):
+                read_to = lane.progress.next_offset
+                if read_to > lane.watch_from:
+                    unjudged.append((lane, lane.watch_from, read_to))
             wanted = self.flow_control.topic_paused(lane.source.topic)
             operator_paused = isinstance(lane.state.hold, OperatorPaused)
             if wanted and not operator_paused:
@@ -664,10 +672,68 @@ class ReplicationEngine:
             elif not wanted and operator_paused:
                 self.apply(lane, OperatorResume())
                 resumed += 1
+        if unjudged:
+            self._judge_read_records(unjudged)
         if paused:
             log.info("paused %d partition(s) of %s", paused, self.flow_id)
         if resumed:
             log.info("resuming %d partition(s) of %s", resumed, self.flow_id)
+
+    def _judge_read_records(self, ranges: list[tuple[Lane, int, int]]) -> None:
+        """Judge by their epoch the records lanes read before this worker learned of their
+        watch: a failover writes the watch when it activates, and the worker reads the control
+        document only at its next refresh, while a client that missed the switch writes right
+        after it. A reader of its own reads each range again (never copying, never joining the
+        flow's group), at most ``JUDGE_MAX_RECORDS`` per partition from the boundary and for
+        ``JUDGE_BUDGET_S`` in all; what it leaves is logged."""
+        reader = self.kafka.consumer(
+            {
+                **dict(self.settings.source_client),
+                "group.id": f"{self.settings.group_id}.judge",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        ends = {
+            lane.key: (lane, min(end, start + JUDGE_MAX_RECORDS)) for lane, start, end in ranges
+        }
+        deadline = self.clock.monotonic() + JUDGE_BUDGET_S
+        try:
+            reader.assign(
+                [
+                    TopicPartition(lane.source.topic, lane.source.partition, s)
+                    for lane, s, _ in ranges
+                ]
+            )
+            while ends and self.clock.monotonic() < deadline:
+                for msg in reader.consume(1000, 0.2):
+                    wanted = ends.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
+                    if msg.error() is not None or wanted is None:
+                        continue
+                    lane, end = wanted
+                    offset: int = msg.offset()  # type: ignore[assignment]
+                    stamped = record_epoch(msg.headers()) if offset < end else None  # type: ignore[arg-type]
+                    if stamped is not None and stamped < lane.watch_epoch:
+                        self.stats.stale_epoch_records += 1
+                        self.stale_records.found(lane, offset, stamped)
+                positions = reader.position([TopicPartition(t, p) for t, p in ends])
+                for tp in positions:
+                    if tp.offset >= ends[(tp.topic, tp.partition)][1]:
+                        del ends[(tp.topic, tp.partition)]
+        except KafkaException as err:
+            log.warning("%s: judging records read before a watch: %s", self.flow_id, err)
+        finally:
+            reader.close()
+        if ends:
+            log.warning(
+                "%s: records of %d partition(s) read before their watch was known were not all "
+                "judged within %.0f s (%s)",
+                self.flow_id,
+                len(ends),
+                JUDGE_BUDGET_S,
+                ", ".join(f"{t}-{p}" for t, p in sorted(ends)),
+            )
 
     def _consumer_went_back(self) -> None:
         """Records older than their lane's progress were read and left uncopied. A recreated
@@ -838,13 +904,16 @@ class ReplicationEngine:
         return reports
 
 
-def _watch(lane: Lane, watch: EpochWatch | None) -> None:
-    """Judge ``lane``'s records by their epoch from where ``watch`` says (None: not at all)."""
+def _watch(lane: Lane, watch: EpochWatch | None) -> bool:
+    """Judge ``lane``'s records by their epoch from where ``watch`` says (None: not at all);
+    True when the lane got a watch it did not have."""
     boundary = None if watch is None else watch.boundary(lane.source.partition)
+    before = (lane.watch_from, lane.watch_epoch, lane.watch_app)
     if watch is None or boundary is None:
         lane.watch_from, lane.watch_epoch, lane.watch_app = NOT_WATCHED, 0, ""
-        return
+        return False
     lane.watch_from, lane.watch_epoch, lane.watch_app = boundary, watch.epoch, watch.app
+    return before != (boundary, watch.epoch, watch.app)
 
 
 def _position(lane: Lane) -> int:

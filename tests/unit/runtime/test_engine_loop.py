@@ -739,3 +739,29 @@ def test_a_watch_follows_the_control_document_and_goes_when_it_goes() -> None:
         (lambda: flow.engine.lanes[(TOPIC, 0)].watch_from == NOT_WATCHED, None),
     )
     assert seen == [(7, 5, "orders-service"), (NOT_WATCHED, 0, "")]
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_records_copied_before_the_worker_learned_of_the_watch_are_judged_again(
+    delivery: str,
+) -> None:
+    # The failover writes the watch when it activates; the worker reads it at its next refresh.
+    # A client that missed the switch writes right away: its records are copied before the
+    # worker knows, and judged once it does.
+    flow = new_flow(delivery)
+    published: list[list[StaleEntry]] = []
+    flow.engine.stale_records = StaleRecordsLog(flow.engine.flow_id, published.append)
+    stamped = [(EPOCH_HEADER, encode_epoch(3))]
+    for i in range(3):
+        flow.east.append(TOPIC, 0, f"before-{i}", headers=stamped)
+    boundary = flow.east.end_offset(TOPIC, 0)
+    late = [flow.east.append(TOPIC, 0, f"late-{i}", headers=stamped) for i in range(2)]
+    watch = FlowControl(epoch_watch={TOPIC: EpochWatch("orders-service", 5, {0: boundary})})
+    flow.run(
+        (caught_up(flow), lambda: flow.control.__setitem__(0, watch)),
+        (lambda: bool(published), None),
+    )
+    found = [entry for batch in published for entry in batch]
+    assert found == [StaleEntry("orders-service", TOPIC, 0, 5, tuple(late))]
+    assert flow.engine.stats.stale_epoch_records == 2
+    assert flow.copied(0) == flow.source_values(0)  # copied once each, nothing again
