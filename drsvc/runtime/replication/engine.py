@@ -417,10 +417,7 @@ class ReplicationEngine:
                 stats.skipped_loops += 1
                 continue
             if offset >= lane.watch_from and headers:
-                stamped = record_epoch(headers)
-                if stamped is not None and stamped < lane.watch_epoch:
-                    stats.stale_epoch_records += 1
-                    self.stale_records.found(lane, offset, stamped)
+                self._judge(lane, offset, headers)
             headers = [] if headers is None else headers
             headers.append((header_key, lane.prefix + offset.to_bytes(8, "big", signed=True)))
             ts_type, ts = msg.timestamp()
@@ -679,6 +676,14 @@ class ReplicationEngine:
         if resumed:
             log.info("resuming %d partition(s) of %s", resumed, self.flow_id)
 
+    def _judge(self, lane: Lane, offset: int, headers: Any) -> None:
+        """Count and list ``lane``'s record at ``offset`` if it carries an epoch below its
+        watch's (called only for records at or past the watch's boundary)."""
+        stamped = record_epoch(headers)
+        if stamped is not None and stamped < lane.watch_epoch:
+            self.stats.stale_epoch_records += 1
+            self.stale_records.found(lane, offset, stamped)
+
     def _judge_read_records(self, ranges: list[tuple[Lane, int, int]]) -> None:
         """Judge by their epoch the records lanes read before this worker learned of their
         watch: a failover writes the watch when it activates, and the worker reads the control
@@ -713,10 +718,8 @@ class ReplicationEngine:
                         continue
                     lane, end = wanted
                     offset: int = msg.offset()  # type: ignore[assignment]
-                    stamped = record_epoch(msg.headers()) if offset < end else None  # type: ignore[arg-type]
-                    if stamped is not None and stamped < lane.watch_epoch:
-                        self.stats.stale_epoch_records += 1
-                        self.stale_records.found(lane, offset, stamped)
+                    if offset < end:
+                        self._judge(lane, offset, msg.headers())
                 positions = reader.position([TopicPartition(t, p) for t, p in ends])
                 for tp in positions:
                     if tp.offset >= ends[(tp.topic, tp.partition)][1]:
