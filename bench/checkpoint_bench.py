@@ -41,8 +41,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import LocalEnvironment
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.settings import Settings
 from failover.checkpoints import CheckpointKey, decode_key, decode_value
 

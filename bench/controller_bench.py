@@ -48,9 +48,9 @@ from typing import Any
 from replication_bench import source_revision
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.client import FailoverConsumer, FailoverProducer, NoActiveClusterError
 from drsvc.devenv.environment import LocalEnvironment
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.settings import Settings
 from failover.active import ActiveDocument, decode_active
 from failover.naming import app_active_key, controller_lock_key

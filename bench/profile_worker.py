@@ -40,7 +40,7 @@ from replication_bench import (
     topology_document,
 )
 
-from drsvc.adapters.kafka_admin import admin_client
+from drsvc.kafka.admin import admin_client
 from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.settings import worker_settings
 from drsvc.topology.models import Topology

@@ -61,9 +61,9 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.components import load_components
 from drsvc.devenv.environment import LocalEnvironment
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.settings import Settings
 
 SOURCE = "bsrc"

@@ -53,9 +53,9 @@ import replication_bench as rb
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import admin_client
 from drsvc.devenv.components import load_components
 from drsvc.devenv.environment import LocalEnvironment
+from drsvc.kafka.admin import admin_client
 from drsvc.settings import Settings
 
 SOURCE, TARGET = rb.SOURCE, rb.TARGET

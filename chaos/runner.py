@@ -38,9 +38,9 @@ from chaos.workload.lease_probe import LeaseProbe
 from chaos.world import World
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.ports import allocate_ports
 from drsvc.errors import LocalEnvError
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
 from drsvc.runtime.checkpoints.plan import plan_checkpoints
 from drsvc.runtime.failover.views import record_document

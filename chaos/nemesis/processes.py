@@ -8,8 +8,8 @@ import signal
 
 from chaos.nemesis.base import Nemesis, Timeline
 from chaos.nemesis.context import ChaosContext, signal_group
-from drsvc.adapters.kafka_admin import admin_client
 from drsvc.errors import LocalEnvError
+from drsvc.kafka.admin import admin_client
 
 #: how long a killed role may take to run again (the supervisor restarts it after 1 s)
 ROLE_RESTART_TIMEOUT_S = 60.0

@@ -14,8 +14,8 @@ from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from chaos.nemesis.base import Nemesis, Timeline, now_ms
 from chaos.nemesis.context import ChaosContext
-from drsvc.adapters.kafka_admin import admin_client
 from drsvc.errors import LocalEnvError
+from drsvc.kafka.admin import admin_client
 from drsvc.verify.histories import PRODUCED, ProducedRecord, write_rows
 
 

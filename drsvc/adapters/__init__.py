@@ -1,4 +1,3 @@
-"""Adapters: the only place that talks to Kafka (confluent-kafka) and Consul (py-consul).
-
-Each adapter maps its library's exceptions to :mod:`drsvc.errors` at this edge.
+"""Adapters: the only place that talks to Consul (py-consul); Kafka is reached through
+:mod:`drsvc.kafka`.
 """

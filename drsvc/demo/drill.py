@@ -35,13 +35,13 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.demo.service_view import ApiReader, DemoView
 from drsvc.demo.spark_check import run_verify, write_history
 from drsvc.demo.verdict import Unreplicated, Verdict, judge
 from drsvc.demo.workload import History, OrdersWorkload
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.errors import ConfigError, LocalEnvError
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.ports import allocate_ports
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology

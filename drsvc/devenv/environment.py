@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import wait_for_brokers
 from drsvc.components import Components, load_components
 from drsvc.dev_endpoints import LOCAL_HOST, LocalEndpoints, bootstrap_list, unknown_cluster
 from drsvc.devenv import consul_agent, kafka_node, toxiproxy
@@ -44,6 +43,7 @@ from drsvc.errors import (
     NotInstalledError,
     ProcessStartError,
 )
+from drsvc.kafka.admin import wait_for_brokers
 from drsvc.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.settings import Settings
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.errors import KafkaUnavailableError, LocalEnvError
+from drsvc.kafka.admin import admin_client, create_topic
 from failover import naming
 
 SMOKE_TOPIC = naming.SMOKE_TOPIC

@@ -87,12 +87,54 @@ class KafkaClients:
                 f"bootstrap servers given for {', '.join(repr(a) for a in unknown)}, which"
                 f" topology '{topology.name}' does not have (known: {known})"
             )
-        self.topology = topology
+        self.topology: Topology | None = topology
         self.clock: Clock = SystemClock() if clock is None else clock
         self._bootstraps = overrides
         self._env = env
+        #: per alias, the settings of a factory built from resolved settings (for_configs)
+        self._resolved: dict[str, dict[str, Any]] | None = None
         self._admins: dict[str, AdminClient] = {}
         self._admins_lock = threading.Lock()
+
+    @classmethod
+    def for_configs(
+        cls, configs: Mapping[str, Mapping[str, Any]], *, clock: Clock | None = None
+    ) -> KafkaClients:
+        """A factory for roles that were handed a cluster's resolved settings instead of the
+        topology: ``configs`` maps an alias to what :meth:`Cluster.client_config
+        <drsvc.topology.models.Cluster.client_config>` gave (bootstrap servers and security
+        settings, secrets read). The security settings are still computed in that one place
+        and merged here like any other; only the moment the secrets are read differs (when
+        the settings were resolved, not for every client)."""
+        clients = cls.__new__(cls)
+        clients.topology = None
+        clients.clock = SystemClock() if clock is None else clock
+        clients._bootstraps = {}
+        clients._env = None
+        clients._resolved = {alias: dict(config) for alias, config in configs.items()}
+        clients._admins = {}
+        clients._admins_lock = threading.Lock()
+        return clients
+
+    @property
+    def aliases(self) -> frozenset[str]:
+        """The clusters this factory builds clients of."""
+        if self._resolved is not None:
+            return frozenset(self._resolved)
+        assert self.topology is not None
+        return frozenset(self.topology.aliases)
+
+    def _reach(self, alias: str) -> dict[str, Any]:
+        """Where cluster ``alias`` is and how to authenticate to it, secrets read now."""
+        if self._resolved is not None:
+            reach = self._resolved.get(alias)
+            if reach is None:
+                known = ", ".join(sorted(self._resolved)) or "none"
+                raise ConfigError(f"no settings for cluster '{alias}' (known: {known})")
+            return dict(reach)
+        assert self.topology is not None
+        cluster = self.topology.cluster(alias)
+        return cluster.client_config(self._bootstraps.get(alias), env=self._env)
 
     def config(self, alias: str, overlay: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The librdkafka settings of a client of cluster ``alias``: :data:`CLIENT_DEFAULTS`,
@@ -102,7 +144,6 @@ class KafkaClients:
         Raises :class:`ConfigError` for an alias the topology does not have, a missing secret,
         or an overlay that sets a protected key (:func:`is_protected_setting`).
         """
-        cluster = self.topology.cluster(alias)
         settings = dict(overlay or {})
         refused = sorted(key for key in settings if is_protected_setting(key))
         if refused:
@@ -111,7 +152,7 @@ class KafkaClients:
                 f" {', '.join(repr(key) for key in refused)}: the bootstrap servers and the"
                 " security settings come from the topology only"
             )
-        reach = cluster.client_config(self._bootstraps.get(alias), env=self._env)
+        reach = self._reach(alias)
         # The cluster's own settings last: nothing above may replace them.
         return {**CLIENT_DEFAULTS, **settings, **reach}
 

@@ -16,8 +16,8 @@ from failover_support import write_failover_topology
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.topology.loader import load_topology
 from drsvc.topology.models import Topology
 from failover.active import ActiveDocument, decode_active

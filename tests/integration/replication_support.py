@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.runtime.replication.repair import LEADERLESS
 from failover import offset_syncs, provenance
 from failover.topic_rules import InternalTopicNames

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from chaos.scenarios import suite
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.kafka.admin import admin_client, create_topic
 from failover.slots import SlotNames
 
 # The other exactly-once tests on the session's pair ask for this many slots, and a flow's slot

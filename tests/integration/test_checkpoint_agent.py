@@ -37,8 +37,8 @@ from replication_support import (
     write_topology,
 )
 
-from drsvc.adapters.kafka_admin import admin_client
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import admin_client
 from failover.checkpoints import CheckpointKey
 
 pytestmark = pytest.mark.timeout(240)

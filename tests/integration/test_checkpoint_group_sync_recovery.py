@@ -39,12 +39,12 @@ from replication_support import (
 )
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import (
+from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import (
     admin_client,
     committed_offsets_with_metadata,
     describe_topics,
 )
-from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.runtime.checkpoints.sync_origin import decode_origin
 from failover import naming, provenance
 from failover.checkpoints import CheckpointKey

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import admin_client, broker_ids, create_topic
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.devenv.processes import is_alive
 from drsvc.devenv.smoke import consul_round_trip, kafka_round_trip
 from drsvc.devenv.state import ConsulAgentState, EnvState, StateStore
 from drsvc.errors import PortInUseError
+from drsvc.kafka.admin import admin_client, broker_ids, create_topic
 from drsvc.settings import Settings
 
 DRSVC = [sys.executable, "-m", "drsvc.cli.main"]

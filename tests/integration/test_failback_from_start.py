@@ -30,8 +30,8 @@ from failover_support import (
 from replication_support import create, end_offsets, produce, running_workers
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import committed_offsets
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import committed_offsets
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -37,10 +37,10 @@ from replication_support import create, read_all, running_workers
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
-from drsvc.adapters.kafka_admin import committed_offsets
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.devenv.state import StateStore
 from drsvc.errors import CoordinatorUnavailableError
+from drsvc.kafka.admin import committed_offsets
 from failover.active import decode_active
 from failover.epoch_header import EPOCH_HEADER, encode_epoch
 from failover.naming import app_active_key, consul_prefix

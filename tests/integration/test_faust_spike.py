@@ -36,8 +36,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 from faust_spike_app import changelog_topic
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import admin_client, create_topic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: run as a script: the spike is test support, not part of the drsvc package

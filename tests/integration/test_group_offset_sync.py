@@ -20,12 +20,12 @@ from confluent_kafka import Consumer, TopicPartition
 from replication_support import create, produce, sequence_records, wait_for
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import (
+from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import (
     admin_client,
     committed_offsets_with_metadata,
     describe_group,
 )
-from drsvc.devenv.environment import EnvironmentInfo
 from drsvc.runtime.checkpoints.group_sync import GroupOffsetSyncer
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin
 from drsvc.topology.models import Topology

@@ -16,9 +16,9 @@ from pathlib import Path
 from migration_support import StartProcess, drsvc
 from replication_support import produce, read_all, sequence_records, topics_of, wait_for
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.components import load_components
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.settings import Settings
 from failover.provenance import PROVENANCE_HEADER
 

@@ -12,9 +12,9 @@ import pytest
 from replication_support import topics_of, wait_for
 from typer.testing import CliRunner
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.cli.main import build_app, main
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import admin_client, create_topic
 
 
 def test_plan_lists_create_match_and_conflict_and_changes_nothing(

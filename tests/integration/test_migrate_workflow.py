@@ -28,11 +28,11 @@ from translation_support import commit_at, compacted_history, hole_and_tombstone
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth
 from drsvc.api.service import ApiService
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.runtime.failover.connect import connect_executor
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology

@@ -26,8 +26,8 @@ from replication_support import (
     write_topology,
 )
 
-from drsvc.adapters.kafka_admin import admin_client, grow_partitions
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.kafka.admin import admin_client, grow_partitions
 from failover import provenance
 
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.devenv.environment import LocalEnvironment
 from drsvc.devenv.links import SiteLinks
 from drsvc.devenv.ports import port_accepts
 from drsvc.devenv.processes import is_alive
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.settings import Settings
 
 DRSVC = [sys.executable, "-m", "drsvc.cli.main"]

@@ -26,8 +26,8 @@ from replication_support import (
 )
 
 from chaos.workload import ConsumerSpec, ProducerSpec, Shape, Workload
-from drsvc.adapters.kafka_admin import admin_client
 from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.kafka.admin import admin_client
 from drsvc.verify.identity import parse
 
 TOPICS = {"verify-a": 3, "verify-b": 2}

@@ -29,7 +29,7 @@ from replication_support import (
     write_topology,
 )
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic, set_topic_configs
+from drsvc.kafka.admin import admin_client, create_topic, set_topic_configs
 from failover import naming
 
 Values = dict[int, list[bytes]]

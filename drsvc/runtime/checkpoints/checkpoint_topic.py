@@ -22,8 +22,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic
 from drsvc.errors import KafkaUnavailableError, PermanentError
+from drsvc.kafka.admin import admin_client, create_topic
 from drsvc.runtime.translation.sync_reader import QUIET, topic_bounds
 from failover import naming
 from failover.checkpoints import (

@@ -21,14 +21,14 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import (
+from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import (
     TopicInfo,
     admin_client,
     ask_committed,
     describe_topics,
     group_offsets_consumer,
 )
-from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
 from drsvc.runtime.translation.sync_reader import QUIET
 from failover.offset_syncs import TopicPartition

@@ -47,7 +47,8 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import (
+from drsvc.errors import ConfigError
+from drsvc.kafka.admin import (
     GroupOffset,
     PartitionError,
     admin_client,
@@ -55,7 +56,6 @@ from drsvc.adapters.kafka_admin import (
     committed_offsets_with_metadata,
     list_offsets,
 )
-from drsvc.errors import ConfigError
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin, encode_origin
 from drsvc.topology.models import Application, Flow, Topology
 from failover import naming

@@ -29,8 +29,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from drsvc.adapters.kafka_admin import TopicInfo
 from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.kafka.admin import TopicInfo
 from drsvc.runtime.checkpoints.group_reader import GroupCommit
 from drsvc.runtime.checkpoints.metrics import PartitionNumbers
 from drsvc.runtime.checkpoints.plan import StreamPlan

@@ -16,14 +16,14 @@ from typing import Protocol
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ClusterMetadata  # type: ignore[attr-defined]
 
-from drsvc.adapters.kafka_admin import (
+from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.kafka.admin import (
     PartitionError,
     alter_group_offsets,
     describe_group,
     describe_topics,
     list_offsets,
 )
-from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
 from drsvc.runtime.failover.fencing import FencingReport, fence_transactional_ids
 from drsvc.runtime.failover.replay import ReplaySource, ReplayTarget, replay

@@ -31,8 +31,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from drsvc.adapters.kafka_admin import TopicInfo
 from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import TopicInfo
 from drsvc.runtime.heartbeats.client_logs import kafka_client_logger
 from drsvc.runtime.heartbeats.metrics import HeartbeatMetrics, heartbeat_metrics
 from drsvc.runtime.heartbeats.outage import OutageLog

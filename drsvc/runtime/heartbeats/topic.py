@@ -6,14 +6,14 @@ from collections.abc import Mapping
 
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import (
+from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import (
     TopicInfo,
     admin_client,
     broker_ids,
     create_topic,
     describe_topics,
 )
-from drsvc.errors import KafkaUnavailableError
 
 #: A day of heartbeats is plenty to look back at an outage; older ones are of no use.
 HEARTBEAT_RETENTION_MS = 24 * 3600 * 1000

@@ -20,8 +20,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import admin_client, alter_group_offsets
 from drsvc.errors import ConfigError, KafkaUnavailableError, RefusedError
+from drsvc.kafka.admin import admin_client, alter_group_offsets
 from failover import naming
 from failover.errors import FormatError
 from failover.migration_mm2 import (

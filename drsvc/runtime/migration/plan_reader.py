@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata  # type: ignore[attr-defined]
 
-from drsvc.adapters.kafka_admin import admin_client, describe_topic_configs
 from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import admin_client, describe_topic_configs
 from drsvc.topology.models import Migration, Topology
 from failover.migration_plan import (
     MigrationPlan,

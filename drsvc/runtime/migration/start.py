@@ -7,8 +7,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from drsvc.adapters.kafka_admin import admin_client, create_topic, list_topic_names
 from drsvc.errors import ConfigError, ConflictError, RefusedError
+from drsvc.kafka.admin import admin_client, create_topic, list_topic_names
 from drsvc.runtime.migration.mm2_takeover import (
     TakeoverPlan,
     commit_takeover,

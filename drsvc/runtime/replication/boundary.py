@@ -19,8 +19,8 @@ from confluent_kafka import Consumer as _Consumer
 from confluent_kafka import ConsumerGroupState
 from confluent_kafka import Producer as _Producer
 
-from drsvc.adapters.kafka_admin import create_topic, describe_topics
 from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import create_topic, describe_topics
 from drsvc.runtime.replication import repair
 from drsvc.runtime.replication.heartbeat_copier import HeartbeatCopier
 from drsvc.runtime.replication.settings import WorkerSettings

@@ -41,12 +41,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import (
+from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.kafka.admin import (
     TopicInfo,
     grow_partitions,
     list_topic_names,
 )
-from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.heartbeats.client_logs import kafka_client_logger
 from drsvc.runtime.heartbeats.outage import OutageLog
 from drsvc.runtime.heartbeats.topic import ensure_heartbeat_topic, find_topics, heartbeat_admin

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
 
-from drsvc.adapters.kafka_admin import (
+from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import (
     TopicInfo,
     admin_client,
     create_topic,
@@ -26,7 +27,6 @@ from drsvc.adapters.kafka_admin import (
     list_topic_names,
     set_topic_configs,
 )
-from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.replication.settings import WorkerSettings
 from failover.replication_policy import ReplicationPolicy
 from failover.topic_configs import config_drift, remote_topic_configs

@@ -20,14 +20,14 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from drsvc.adapters.kafka_admin import (
+from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.kafka.admin import (
     COORDINATOR_MOVING,
     admin_client,
     ask_committed,
     describe_topics,
     group_offsets_consumer,
 )
-from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.translation.sync_reader import QUIET, SyncTopicRead, read_sync_topic
 from failover.offset_syncs import TopicPartition
 

@@ -326,3 +326,21 @@ def test_the_clients_carry_the_clock_they_were_given(pems: Path, password_file: 
     clock = SystemClock()
     assert KafkaClients(topology, {"west": NOWHERE}, clock=clock).clock is clock
     assert isinstance(KafkaClients(topology, {"west": NOWHERE}).clock, SystemClock)
+
+
+def test_a_factory_of_resolved_settings_merges_them_like_the_topologys() -> None:
+    resolved = {
+        "bootstrap.servers": NOWHERE,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "replicator",
+        "sasl.password": "pw",
+    }
+    clients = KafkaClients.for_configs({"east": resolved})
+    assert clients.aliases == frozenset({"east"})
+    config = clients.config("east", {"group.id": "g", "log_level": 6})
+    assert config == {**CLIENT_DEFAULTS, "group.id": "g", "log_level": 6, **resolved}
+    with pytest.raises(ConfigError, match="may not set 'sasl.password'"):
+        clients.config("east", {"sasl.password": "other"})
+    with pytest.raises(ConfigError, match="no settings for cluster 'west'"):
+        clients.config("west")

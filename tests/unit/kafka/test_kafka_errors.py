@@ -12,7 +12,6 @@ import concurrent.futures
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from drsvc.adapters import kafka_admin
 from drsvc.errors import (
     ConfigError,
     DrsvcError,
@@ -20,6 +19,7 @@ from drsvc.errors import (
     KafkaUnavailableError,
     TemporaryError,
 )
+from drsvc.kafka import admin as kafka_admin
 from drsvc.kafka import errors
 from drsvc.kafka.errors import describe, kafka_error, retriable, to_drsvc, translated
 from drsvc.runtime.replication import repair

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.adapters.kafka_admin import TopicInfo
 from drsvc.errors import ConfigError
+from drsvc.kafka.admin import TopicInfo
 from drsvc.runtime.checkpoints.faust_apps import StreamRunner
 from drsvc.runtime.checkpoints.group_reader import GroupCommit
 from drsvc.runtime.checkpoints.group_sync_hook import GroupSyncHook

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drsvc.adapters.kafka_admin import GroupOffset, PartitionError
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
+from drsvc.kafka.admin import GroupOffset, PartitionError
 from drsvc.runtime.checkpoints.group_sync import (
     GroupOffsetSyncer,
     decide_partition,

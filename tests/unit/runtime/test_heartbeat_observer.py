@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import OFFSET_END, KafkaError, Message, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from drsvc.adapters.kafka_admin import TopicInfo
+from drsvc.kafka.admin import TopicInfo
 from drsvc.runtime.heartbeats.metrics import heartbeat_metrics
 from drsvc.runtime.heartbeats.observer import (
     HeartbeatObserver,

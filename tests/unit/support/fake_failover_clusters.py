@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from drsvc.adapters.kafka_admin import PartitionError
 from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import PartitionError
 from drsvc.runtime.failover.clusters import GroupMember
 from drsvc.runtime.failover.fencing import FenceFailure, FencingReport
 from drsvc.runtime.translation.group_translation import GroupTranslation, PartitionTranslation

@@ -124,8 +124,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     TopicMetadata,
 )
 
-from drsvc.adapters.kafka_admin import TopicInfo
 from drsvc.errors import KafkaUnavailableError
+from drsvc.kafka.admin import TopicInfo
 from drsvc.kafka.clients import KafkaClients
 from drsvc.kafka.types import AdminClient
 from drsvc.runtime.replication import repair
