@@ -40,14 +40,12 @@ import logging
 import os
 import signal
 import socket
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Protocol
 
 from drsvc.adapters.coordination import (
     DEFAULT_LOCK_DELAY_S,
@@ -66,6 +64,7 @@ from drsvc.errors import (
     RefusedError,
     RequestMismatchError,
 )
+from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.runtime.failover.clusters import FailoverClusters, Partition
 from drsvc.runtime.failover.core_errors import checked_request_id, core_refusals
 from drsvc.runtime.failover.flow_switch import (
@@ -126,28 +125,6 @@ _MIN_FENCING_TIMEOUT_S = 5.0
 _FENCING_TIMEOUT_S = 30.0
 #: how many partitions a refusal or a timeout names before it says how many more there are
 _SHOWN = 10
-
-
-class Clock(Protocol):
-    """Wall time (what records and the lease share across machines), monotonic time (what
-    deadlines use) and sleeping."""
-
-    def time_ms(self) -> int: ...
-
-    def monotonic(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def time_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 @dataclass(frozen=True)
