@@ -38,6 +38,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.kafka import errors
+from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.kafka.errors import kafka_error, to_drsvc, translated
 
 
@@ -327,6 +328,8 @@ def alter_group_offsets(
     timeout_s: float = 30.0,
     retry_backoff_s: float = 0.2,
     metadata: Mapping[Partition, str] | None = None,
+    *,
+    clock: Clock | None = None,
 ) -> dict[Partition, PartitionError | None]:
     """Commit ``offsets`` for ``group`` as an outsider (no member id, no generation), each with
     its ``metadata`` string when one is given (the commit's metadata, as a consumer's commit
@@ -336,13 +339,14 @@ def alter_group_offsets(
     accepts such a commit while the group has no members; otherwise every partition comes back
     with an error for which :attr:`PartitionError.group_has_members` is true. Answers that mean
     the group's coordinator is loading or moving are asked again until ``timeout_s``, then raise
-    :class:`KafkaUnavailableError`.
+    :class:`KafkaUnavailableError`. ``clock`` measures that time (the machine's by default).
     """
+    clock = SystemClock() if clock is None else clock
     pending = dict(offsets)
     answers: dict[Partition, PartitionError | None] = {}
-    deadline = time.monotonic() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     while pending:
-        remaining = max(1.0, deadline - time.monotonic())
+        remaining = max(1.0, deadline - clock.monotonic())
         retry: dict[Partition, int] = {}
         last: KafkaError | None = None
         for tp, error in _alter_once(admin, group, pending, remaining, metadata or {}).items():
@@ -351,12 +355,12 @@ def alter_group_offsets(
                 last = error
             else:
                 answers[tp] = None if error is None else PartitionError(error.name(), error.str())
-        if retry and last is not None and time.monotonic() >= deadline:
+        if retry and last is not None and clock.monotonic() >= deadline:
             raise KafkaUnavailableError(
                 f"committing offsets of group '{group}': {last.str()} (for {timeout_s:.0f}s)"
             )
         if retry:
-            time.sleep(retry_backoff_s)
+            clock.sleep(retry_backoff_s)
         pending = retry
     return answers
 
@@ -488,19 +492,24 @@ def ask_committed(
     timeout_s: float,
     retry_on: Collection[int] = COORDINATOR_MOVING,
     pause_s: float = 0.2,
+    *,
+    clock: Clock | None = None,
 ) -> list[TopicPartition]:
     """``consumer.committed(partitions)``, asked again while the answer is one of ``retry_on``
     (the group's coordinator moving or loading) for up to ``timeout_s``. Any other error, and the
-    last one once the time is up, is raised as the KafkaException it came as."""
-    deadline = time.monotonic() + timeout_s
+    last one once the time is up, is raised as the KafkaException it came as (a caller outside
+    the port maps it with :func:`drsvc.kafka.errors.translated`). ``clock`` measures the time
+    (the machine's by default)."""
+    clock = SystemClock() if clock is None else clock
+    deadline = clock.monotonic() + timeout_s
     while True:
         try:
             answer: list[TopicPartition] = consumer.committed(partitions, timeout=timeout_s)
             return answer
         except KafkaException as err:
-            if err.args[0].code() not in retry_on or time.monotonic() > deadline:
+            if err.args[0].code() not in retry_on or clock.monotonic() > deadline:
                 raise
-            time.sleep(pause_s)
+            clock.sleep(pause_s)
 
 
 @dataclass(frozen=True)
@@ -547,17 +556,20 @@ def group_offsets(
     timeout_s: float = 30.0,
     *,
     cluster: str | None = None,
+    clock: Clock | None = None,
 ) -> dict[Partition, GroupOffset]:
     """``group``'s committed offsets, with their metadata, of those of ``partitions`` that have
     one, asked through ``consumer``, a consumer of ``group`` built with
     :func:`group_offsets_settings` (the caller owns it). A coordinator moving or a cluster not
-    answering is asked again for up to ``timeout_s``; errors are mapped by
+    answering is asked again for up to ``timeout_s`` (on ``clock``); errors are mapped by
     :mod:`drsvc.kafka.errors`, naming ``cluster``."""
     if not partitions:
         return {}
     wanted = [TopicPartition(topic, partition) for topic, partition in sorted(set(partitions))]
     with translated(f"committed offsets of group '{group}'", cluster):
-        answer = ask_committed(consumer, wanted, timeout_s, retry_on=_COORDINATOR_NOT_READY)
+        answer = ask_committed(
+            consumer, wanted, timeout_s, retry_on=_COORDINATOR_NOT_READY, clock=clock
+        )
     return {
         (tp.topic, tp.partition): GroupOffset(tp.offset, tp.metadata or "")
         for tp in answer

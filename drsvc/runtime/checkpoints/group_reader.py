@@ -104,7 +104,9 @@ class KafkaGroupReader:
         wanted = [KafkaPartition(tp.topic, tp.partition) for tp in sorted(partitions)]
         try:
             with translated(f"committed offsets of group '{group}'", self.alias):
-                answer = ask_committed(consumer, wanted, self._timeout_s, pause_s=0.1)
+                answer = ask_committed(
+                    consumer, wanted, self._timeout_s, pause_s=0.1, clock=self._clients.clock
+                )
         except DrsvcError:
             self._drop(group)  # a fresh consumer next time
             raise

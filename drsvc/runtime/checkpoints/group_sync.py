@@ -362,7 +362,14 @@ class KafkaTargetGroups:
             return {}
         consumer = self._clients.consumer(self.alias, group_offsets_settings(group))
         try:
-            return group_offsets(consumer, group, partitions, self._timeout_s, cluster=self.alias)
+            return group_offsets(
+                consumer,
+                group,
+                partitions,
+                self._timeout_s,
+                cluster=self.alias,
+                clock=self._clients.clock,
+            )
         finally:
             consumer.close()
 
@@ -372,7 +379,14 @@ class KafkaTargetGroups:
     def alter(
         self, group: str, offsets: Mapping[Partition, int], metadata: Mapping[Partition, str]
     ) -> dict[Partition, PartitionError | None]:
-        return alter_group_offsets(self.admin, group, offsets, self._timeout_s, metadata=metadata)
+        return alter_group_offsets(
+            self.admin,
+            group,
+            offsets,
+            self._timeout_s,
+            metadata=metadata,
+            clock=self._clients.clock,
+        )
 
 
 # -- the syncer -----------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ class KafkaClusterReader:
         wanted = [KafkaPartition(tp.topic, tp.partition) for tp in partitions]
         try:
             with translated(f"committed offsets of group '{group}'", self.alias):
-                answer = ask_committed(consumer, wanted, self._timeout_s)
+                answer = ask_committed(consumer, wanted, self._timeout_s, clock=self._clients.clock)
         finally:
             consumer.close()
         return {

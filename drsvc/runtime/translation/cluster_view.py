@@ -105,7 +105,11 @@ class KafkaClusterView:
                     if not name.startswith("__")  # Kafka's own topics
                     for p in sorted(topic.partitions)
                 ]
-                answer = ask_committed(consumer, partitions, self._timeout_s) if partitions else []
+                answer = (
+                    ask_committed(consumer, partitions, self._timeout_s, clock=self._clients.clock)
+                    if partitions
+                    else []
+                )
         finally:
             consumer.close()
         committed: dict[TopicPartition, CommittedOffset] = {}

@@ -74,3 +74,17 @@ def test_the_target_groups_read_commits_with_metadata_and_log_starts() -> None:
     }
     assert target.earliest([("orders", 0), ("gone", 0)]) == {("orders", 0): 2}
     assert all(c.closed for c in clients.consumers)
+
+
+def test_commits_asked_of_a_cluster_that_does_not_answer_are_given_up_on_the_port_s_clock() -> None:
+    cluster, clients = east()
+    cluster.down = True
+    target = KafkaTargetGroups({}, 5.0, alias="east", clients=clients)
+    started = clients.fake_clock.monotonic()
+
+    with pytest.raises(KafkaUnavailableError, match=r"^cluster 'east': committed offsets of group"):
+        target.committed("g", [("orders", 0)])
+
+    # Asked again while the time lasted, on the fake clock: no real time passed.
+    assert clients.fake_clock.monotonic() - started >= 5.0
+    assert all(c.closed for c in clients.consumers)
