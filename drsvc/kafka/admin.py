@@ -36,7 +36,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     OffsetSpec,
 )
 
-from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.errors import ConfigError, DrsvcError, KafkaUnavailableError
 from drsvc.kafka import errors
 from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.kafka.errors import kafka_error, to_drsvc, translated
@@ -70,7 +70,7 @@ def wait_for_brokers(
     while True:
         try:
             seen = broker_ids(admin)
-        except KafkaUnavailableError:
+        except DrsvcError:  # brokers starting answer oddly for a moment: wait them out
             seen = set()
         if len(seen) >= expected:
             return seen
