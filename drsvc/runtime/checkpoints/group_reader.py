@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from drsvc.errors import DrsvcError
+from drsvc.errors import DrsvcError, KafkaUnavailableError
 from drsvc.kafka.admin import (
     TopicInfo,
     ask_committed,
@@ -97,7 +97,9 @@ class KafkaGroupReader:
     def committed(
         self, group: str, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, GroupCommit]:
-        """The offsets ``group`` has committed for any of ``partitions`` (one request)."""
+        """The offsets ``group`` has committed for any of ``partitions`` (one request). Any
+        failure to read them is a :class:`~drsvc.errors.KafkaUnavailableError` carrying the
+        mapped error's message: it concerns this group only."""
         if not partitions:
             return {}
         consumer = self._consumer(group)
@@ -107,9 +109,14 @@ class KafkaGroupReader:
                 answer = ask_committed(
                     consumer, wanted, self._timeout_s, pause_s=0.1, clock=self._clients.clock
                 )
-        except DrsvcError:
+        except DrsvcError as err:
             self._drop(group)  # a fresh consumer next time
-            raise
+            if isinstance(err, KafkaUnavailableError):
+                raise
+            # One group's problem (an ACL that lets drsvc read every group but this one, a
+            # client that broke) is that group's: the stream skips a group it cannot read this
+            # cycle (it catches KafkaUnavailableError) and goes on with the others.
+            raise KafkaUnavailableError(str(err)) from err
         found: dict[TopicPartition, GroupCommit] = {}
         for tp in answer:
             if tp.error is not None or tp.offset < 0:

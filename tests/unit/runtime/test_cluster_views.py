@@ -6,6 +6,7 @@ errors that name the cluster."""
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from fake_kafka import FakeClock, FakeCluster
 from stalling_kafka import StallingKafkaClients
 
@@ -88,3 +89,19 @@ def test_commits_asked_of_a_cluster_that_does_not_answer_are_given_up_on_the_por
     # Asked again while the time lasted, on the fake clock: no real time passed.
     assert clients.fake_clock.monotonic() - started >= 5.0
     assert all(c.closed for c in clients.consumers)
+
+
+def test_a_group_the_reader_may_not_read_fails_that_group_only() -> None:
+    _cluster, clients = east()
+    reader = KafkaGroupReader("east", {}, clients=clients)
+    assert reader.committed("g", [ORDERS_0])
+    (consumer,) = clients.consumers
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+
+    consumer.committed = refused  # type: ignore[method-assign]
+    with pytest.raises(KafkaUnavailableError, match=r"GROUP_AUTHORIZATION_FAILED.*needs an ACL"):
+        reader.committed("g", [ORDERS_0])
+    assert consumer.closed  # a fresh consumer next time
+    assert reader.committed("g", [ORDERS_0]) == {ORDERS_0: GroupCommit(7, 4, "m")}
