@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-import drsvc.runtime.failover.clusters as clusters_module
-import drsvc.runtime.translation.cluster_view as cluster_view_module
+import drsvc.kafka.clients as clients_module
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.topology.models import Topology
 
@@ -43,13 +42,13 @@ class SlowAdmin:
 def admins(monkeypatch: pytest.MonkeyPatch) -> list[SlowAdmin]:
     built: list[SlowAdmin] = []
 
-    def admin_client(_bootstrap: str, _config: object = None) -> SlowAdmin:
+    def admin_client(_config: object) -> SlowAdmin:
         admin = SlowAdmin(late=2 if not built else 0)
         built.append(admin)
         return admin
 
-    for module in (clusters_module, cluster_view_module):
-        monkeypatch.setattr(module, "admin_client", admin_client, raising=False)
+    # Every admin client comes from the port's factory (which keeps one per cluster).
+    monkeypatch.setattr(clients_module, "AdminClient", admin_client)
     return built
 
 

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from test_failover_clusters import TOPOLOGY
 
-import drsvc.runtime.translation.cluster_view as cluster_view_module
+import drsvc.kafka.clients as clients_module
 from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.failover.clusters import GroupMember, KafkaFailoverClusters
 
@@ -48,7 +48,7 @@ def test_a_group_s_members_come_with_their_client_ids_and_hosts(
             "busy": KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS),
         }
     )
-    monkeypatch.setattr(cluster_view_module, "admin_client", lambda *_args: admin)
+    monkeypatch.setattr(clients_module, "AdminClient", lambda _config: admin)
     clusters = KafkaFailoverClusters(TOPOLOGY)
     assert clusters.group_members("east", "g1") == [
         GroupMember("c-1-4f2a", "orders-app", "/10.1.2.3")
