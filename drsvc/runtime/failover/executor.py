@@ -63,6 +63,7 @@ from drsvc.errors import (
     KafkaUnavailableError,
     RefusedError,
     RequestMismatchError,
+    TemporaryError,
 )
 from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.runtime.failover.clusters import FailoverClusters, Partition
@@ -259,7 +260,7 @@ class FailoverExecutor:
             return plan, sorted(self._targets(app, plan)), ""
         except RefusedError as err:
             return plan, [], f"set-offsets would fail now: {err}"
-        except KafkaUnavailableError as err:
+        except TemporaryError as err:
             return plan, [], f"group positions unknown: {err}"
 
     def active(self, app: Application) -> ActiveDocument:
@@ -727,7 +728,7 @@ class FailoverExecutor:
             lock.ensure_held()
             try:
                 lags = self._lags(app, plan)
-            except KafkaUnavailableError as err:  # a cluster hiccup: ask again until the deadline
+            except TemporaryError as err:  # a cluster hiccup: ask again until the deadline
                 lags = [str(err)]
             if not lags:
                 return _StepResult(Outcome.OK, "every group translates exactly, nothing lags")
@@ -1008,7 +1009,7 @@ class FailoverExecutor:
         switch goes on without it)."""
         try:
             ends = self._clusters.partition_ends(plan.from_cluster, sorted(app.topics))
-        except KafkaUnavailableError as err:
+        except DrsvcError as err:  # an ACL refusal too: the watch is evidence, never a stop
             log.warning(
                 "failover %s: the ends of %s's topics on %s are unknown (%s): records written "
                 "there under an old epoch will not be counted",
