@@ -165,7 +165,10 @@ class KafkaFailoverClusters:
 
     def _view(self, alias: str) -> KafkaClusterView:
         if alias not in self._views:
-            self._views[alias] = KafkaClusterView(alias, self.client_config(alias), self._timeout_s)
+            # The view shares this factory: one admin client per cluster, not one each.
+            self._views[alias] = KafkaClusterView(
+                alias, self.client_config(alias), self._timeout_s, clients=self._clients
+            )
         return self._views[alias]
 
     def _admin(self, alias: str) -> AdminClient:
@@ -219,7 +222,11 @@ class KafkaFailoverClusters:
     def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
         topic = self._topology.internal_names().checkpoints_topic(from_alias)
         read = read_checkpoints(
-            self.client_config(to_alias), topic, cluster=to_alias, timeout_s=self._timeout_s
+            self.client_config(to_alias),
+            topic,
+            cluster=to_alias,
+            timeout_s=self._timeout_s,
+            clients=self._clients,
         )
         return dict(read.checkpoints)
 
