@@ -22,7 +22,6 @@ from drsvc.errors import (
 from drsvc.kafka import admin as kafka_admin
 from drsvc.kafka import errors
 from drsvc.kafka.errors import describe, kafka_error, retriable, to_drsvc, translated
-from drsvc.runtime.replication import repair
 from drsvc.runtime.status import cluster_reader
 
 E = KafkaError
@@ -228,7 +227,6 @@ def test_the_named_sets_agree_with_the_copies_they_replace() -> None:
     assert errors.COORDINATOR_MOVING == kafka_admin.COORDINATOR_MOVING
     assert frozenset(cluster_reader._PARTITION_GONE) == errors.GONE
     assert frozenset(cluster_reader._UNAVAILABLE) <= errors.UNAVAILABLE
-    assert frozenset(repair.LEADERLESS) <= errors.LEADERLESS | errors.UNAVAILABLE
     assert {
         KafkaError(code).name() for code in errors.GROUP_HAS_MEMBERS
     } == kafka_admin.GROUP_HAS_MEMBERS_ERRORS
