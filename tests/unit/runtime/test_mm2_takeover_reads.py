@@ -21,6 +21,7 @@ from drsvc.runtime.migration.mm2_takeover import (
     plan_takeover,
     read_last_syncs,
     read_progress,
+    refuse_if_the_flow_copied,
 )
 from failover import naming
 
@@ -154,3 +155,17 @@ def test_a_running_mirror_maker_is_refused() -> None:
 
     with pytest.raises(RefusedError, match="has 2 member"):
         plan_takeover(clusters, {TOPIC: 1}, [TOPIC], STALL_S)
+
+
+def test_progress_the_flow_has_of_its_own_is_refused() -> None:
+    _, east, west, _, clusters = setup()
+    west.append(clusters.offsets_topic, 0, json.dumps({"offset": 19}), key=progress_key(0))
+    plan = plan_takeover(clusters, {TOPIC: 1}, [TOPIC], STALL_S)
+    refuse_if_the_flow_copied(clusters, plan, STALL_S)  # no progress of its own: nothing said
+
+    east.set_committed(naming.replicator_group("east", "west"), TOPIC, 0, 7)
+
+    with pytest.raises(
+        RefusedError, match=r"already has progress \(1 partition\(s\), e.g. orders-0"
+    ):
+        refuse_if_the_flow_copied(clusters, plan, STALL_S)
