@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_HEARTBEATS_TOPIC",
     "DEFAULT_OFFSET_SYNCS_TOPIC",
     "DEMO_READER_GROUP",
+    "MM2_TAKEOVER_READER_GROUP",
     "OWN_GROUP_PREFIX",
     "REPLAY_READER_GROUP",
     "REQUEST_ID_PATTERN",
@@ -154,6 +155,11 @@ REPLAY_READER_GROUP = f"{OWN_GROUP_PREFIX}replay-reader"
 SYNC_REPAIR_GROUP = f"{OWN_GROUP_PREFIX}sync-repair"
 """On a flow's target: the id of the consumer that scans remote topics for copies without offset
 syncs after a crash (assigned only, never commits)."""
+
+MM2_TAKEOVER_READER_GROUP = f"{OWN_GROUP_PREFIX}mm2-takeover"
+"""On both clusters of a migration: the id of the consumers that read MirrorMaker 2's progress
+and offset syncs, and the records its copy ends with, to take over from it (assigned only, never
+commits)."""
 
 DEMO_READER_GROUP = f"{OWN_GROUP_PREFIX}demo-reader"
 """On the local clusters: the id of the consumer ``drsvc demo`` reads topic metadata with."""

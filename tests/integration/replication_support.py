@@ -17,9 +17,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from drsvc.kafka.admin import admin_client, create_topic
-from drsvc.runtime.replication.repair import LEADERLESS
+from drsvc.kafka.errors import LEADERLESS as _NO_LEADER
+from drsvc.kafka.errors import UNAVAILABLE
 from failover import offset_syncs, provenance
 from failover.topic_rules import InternalTopicNames
+
+#: answers of a partition whose leadership is settling (a broker just restarted)
+LEADERLESS = _NO_LEADER | UNAVAILABLE
 
 Headers = list[tuple[str, bytes | None]]
 

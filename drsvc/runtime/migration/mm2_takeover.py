@@ -7,21 +7,28 @@ per source partition the migration copies, :func:`failover.migration_mm2.takeove
 where the copy ends by comparing the target's last record with the source record it would copy;
 the positions found are committed as the drsvc flow's progress (its source group), so the flow's
 workers start exactly there. Nothing is changed when any partition is refused.
+
+Every read goes through the port's :class:`~drsvc.kafka.reader.TopicReader`, which gives up only
+when the read stops moving: MirrorMaker's offset syncs of a long-running copy are a long history,
+and a slow cluster is never taken for a record that is not there. MirrorMaker's two topics are
+read ``read_uncommitted`` (what MirrorMaker wrote, whatever its producers' transactions), the
+records compared to place the copy ``read_committed`` (what a consumer of the copy sees).
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient
-
-from drsvc.errors import ConfigError, KafkaUnavailableError, RefusedError
-from drsvc.kafka.admin import admin_client, alter_group_offsets
+from drsvc.errors import ConfigError, RefusedError
+from drsvc.kafka.admin import alter_group_offsets
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.errors import translated
+from drsvc.kafka.read_progress import ReadLimits
+from drsvc.kafka.reader import TopicReader
+from drsvc.kafka.types import Message, TopicPartition
 from failover import naming
 from failover.errors import FormatError
 from failover.migration_mm2 import (
@@ -39,7 +46,6 @@ from failover.migration_mm2 import (
 )
 
 Partition = tuple[str, int]
-QUIET = {"log_level": "2"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,8 @@ class Mm2Clusters:
     offsets_topic: str
     syncs_topic: str
     worker_group: str
+    #: the clients of both clusters, by alias
+    clients: KafkaClients = field(compare=False, repr=False)
 
 
 def mm2_clusters(
@@ -58,7 +66,13 @@ def mm2_clusters(
     target: str,
     source_config: Mapping[str, str],
     target_config: Mapping[str, str],
+    *,
+    clients: KafkaClients | None = None,
 ) -> Mm2Clusters:
+    """MirrorMaker 2's flow ``source`` -> ``target``; ``clients`` builds the clients of both
+    (by default a factory of the two clusters' resolved settings)."""
+    if clients is None:
+        clients = KafkaClients.for_configs({source: source_config, target: target_config})
     return Mm2Clusters(
         source,
         target,
@@ -67,63 +81,41 @@ def mm2_clusters(
         mm2_offsets_topic(source),
         mm2_offset_syncs_topic(target),
         mm2_worker_group(source),
+        clients,
     )
 
 
-def _reader(config: Mapping[str, str]) -> Consumer:
-    return Consumer(
-        {**config, **QUIET, "group.id": "drsvc-mm2-takeover", "enable.auto.commit": False,
-         "enable.partition.eof": False}
-    )  # fmt: skip
+def _reader(
+    clients: KafkaClients,
+    cluster: str,
+    topic: str,
+    what: str,
+    timeout_s: float,
+    *,
+    committed: bool,
+) -> TopicReader:
+    """A reader of ``topic`` on ``cluster`` that gives up after ``timeout_s`` without
+    movement (assigned only: never joined nor committed)."""
+    return clients.reader(
+        cluster,
+        topic,
+        what=what,
+        group=naming.MM2_TAKEOVER_READER_GROUP,
+        committed=committed,
+        limits=ReadLimits(stall_s=timeout_s),
+    )
 
 
-def _read_topic(config: Mapping[str, str], topic: str, timeout_s: float) -> list[Message]:
-    """Every record of ``topic`` up to its current end (empty when it does not exist)."""
-    consumer = _reader(config)
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return []
-        ends = {}
-        for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if high > low:
-                ends[p] = high
-        if not ends:
-            return []
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        found: list[Message] = []
-        deadline = time.monotonic() + timeout_s
-        while ends:
-            if time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"reading {topic}: not read to its end in time")
-            for msg in consumer.consume(5000, 0.5):
-                if msg.error() is not None:
-                    continue
-                found.append(msg)
-                p, offset = msg.partition(), msg.offset()
-                if p in ends and offset is not None and offset + 1 >= ends[p]:
-                    del ends[p]
-        return found
-    except KafkaException as err:
-        raise KafkaUnavailableError(f"reading {topic}: {err}") from err
-    finally:
-        consumer.close()
-
-
-def _record_at(config: Mapping[str, str], topic: str, partition: int, offset: int,
-               timeout_s: float) -> Message | None:  # fmt: skip
-    consumer = _reader(config)
-    try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(1, 0.5):
-                if msg.error() is None:
-                    return msg if msg.offset() == offset else None
-        return None
-    finally:
-        consumer.close()
+def _read_topic(
+    clients: KafkaClients, cluster: str, topic: str, what: str, timeout_s: float
+) -> list[Message]:
+    """Every record of ``topic`` up to its end when the read starts, read uncommitted (empty
+    when it does not exist). ``timeout_s`` is how long the read may stand still."""
+    found: list[Message] = []
+    with _reader(clients, cluster, topic, what, timeout_s, committed=False) as reader:
+        for batch in reader.to_end():
+            found.extend(batch)
+    return found
 
 
 def _same(a: Message | None, b: Message | None) -> bool:
@@ -134,20 +126,22 @@ def _same(a: Message | None, b: Message | None) -> bool:
     )  # fmt: skip
 
 
-def _connect_members(admin: AdminClient, group: str, timeout_s: float) -> int:
+def _connect_members(clients: KafkaClients, cluster: str, group: str, timeout_s: float) -> int:
     """Members of a Connect workers' group (the consumer-group API refuses to describe one)."""
-    try:
-        with warnings.catch_warnings():  # the only admin call that describes non-consumer groups
-            warnings.simplefilter("ignore", DeprecationWarning)
-            groups = admin.list_groups(group, timeout=timeout_s)
-    except KafkaException as err:
-        raise KafkaUnavailableError(f"describing group {group}: {err}") from err
+    admin = clients.admin(cluster)
+    with translated(f"describing group {group}", cluster), warnings.catch_warnings():
+        # the only admin call that describes non-consumer groups
+        warnings.simplefilter("ignore", DeprecationWarning)
+        groups = admin.list_groups(group, timeout=timeout_s)
     return sum(len(g.members) for g in groups if g.id == group)
 
 
 def read_progress(clusters: Mm2Clusters, timeout_s: float) -> dict[Partition, int]:
     records: dict[Mm2Progress, int | None] = {}
-    for msg in _read_topic(clusters.target_config, clusters.offsets_topic, timeout_s):
+    what = "MirrorMaker 2 offsets topic"
+    for msg in _read_topic(
+        clusters.clients, clusters.target, clusters.offsets_topic, what, timeout_s
+    ):
         try:
             decoded = decode_progress(msg.key(), msg.value())
         except FormatError as err:
@@ -159,7 +153,10 @@ def read_progress(clusters: Mm2Clusters, timeout_s: float) -> dict[Partition, in
 
 def read_last_syncs(clusters: Mm2Clusters, timeout_s: float) -> dict[Partition, tuple[int, int]]:
     last: dict[Partition, tuple[int, int]] = {}
-    for msg in _read_topic(clusters.source_config, clusters.syncs_topic, timeout_s):
+    what = "MirrorMaker 2 offset-syncs topic"
+    for msg in _read_topic(
+        clusters.clients, clusters.source, clusters.syncs_topic, what, timeout_s
+    ):
         key, value = msg.key(), msg.value()
         if key is None or value is None:
             continue
@@ -199,9 +196,7 @@ def plan_takeover(
     """Where drsvc's flow continues each partition of ``partitions`` (topic -> count); raises
     :class:`RefusedError` naming every reason when MirrorMaker still runs, copied under other
     names, or a partition's copy cannot be placed."""
-    target_admin = admin_client(clusters.target_config["bootstrap.servers"],
-                                {**clusters.target_config, **QUIET})  # fmt: skip
-    running = _connect_members(target_admin, clusters.worker_group, timeout_s)
+    running = _connect_members(clusters.clients, clusters.target, clusters.worker_group, timeout_s)
     if running:
         raise RefusedError(
             f"MirrorMaker 2 still runs: its worker group {clusters.worker_group} has {running}"
@@ -218,31 +213,48 @@ def plan_takeover(
             f" {clusters.target}: nothing to take over (start without taking over)"
         )
     syncs = read_last_syncs(clusters, timeout_s)
-    consumer = _reader(clusters.target_config)
-    try:
-        decisions = []
-        for topic, count in sorted(partitions.items()):
-            for p in range(count):
-                low, high = (0, 0)
-                if topic in target_topics:
-                    low, high = consumer.get_watermark_offsets(
-                        TopicPartition(topic, p), timeout=timeout_s
-                    )
-                copy = PartitionCopy(topic, p, progress.get((topic, p)), syncs.get((topic, p)),
-                                     low, high)  # fmt: skip
-
-                def matches(offset: int, t: str = topic, part: int = p, end: int = high) -> bool:
-                    last = _record_at(clusters.target_config, t, part, end - 1, timeout_s)
-                    origin = _record_at(clusters.source_config, t, part, offset, timeout_s)
-                    return _same(last, origin)
-
-                decisions.append(takeover_start(copy, matches))
-    finally:
-        consumer.close()
+    decisions: list[TakeoverDecision] = []
+    for topic, count in sorted(partitions.items()):
+        decisions += _place_topic(
+            clusters, topic, count, topic in target_topics, progress, syncs, timeout_s
+        )
     plan = TakeoverPlan(tuple(decisions))
     if plan.refusals:
         raise RefusedError("cannot take over from MirrorMaker 2: " + "; ".join(plan.refusals))
     return plan
+
+
+def _place_topic(
+    clusters: Mm2Clusters,
+    topic: str,
+    count: int,
+    on_target: bool,
+    progress: Mapping[Partition, int],
+    syncs: Mapping[Partition, tuple[int, int]],
+    timeout_s: float,
+) -> list[TakeoverDecision]:
+    """Where drsvc continues each of the ``count`` partitions of ``topic``: the target's copy
+    (read committed: what a consumer of the copy sees) is placed by comparing its last record
+    with the source record MirrorMaker's progress names. A read that cannot finish raises: a
+    slow cluster is never taken for a copy that does not match."""
+    clients = clusters.clients
+    decisions = []
+    with (
+        _reader(clients, clusters.target, topic, "copied topic", timeout_s, committed=True) as copy,
+        _reader(clients, clusters.source, topic, "source topic", timeout_s, committed=True) as src,
+    ):
+        bounds = (copy.bounds() if on_target else None) or {}
+        for p in range(count):
+            # A partition the target lacks holds no copy: (0, 0), an empty partition.
+            low, high = bounds.get(p, (0, 0))
+            copy_of = PartitionCopy(topic, p, progress.get((topic, p)), syncs.get((topic, p)),
+                                    low, high)  # fmt: skip
+
+            def matches(offset: int, part: int = p, end: int = high) -> bool:
+                return _same(copy.record_at(part, end - 1), src.record_at(part, offset))
+
+            decisions.append(takeover_start(copy_of, matches))
+    return decisions
 
 
 def refuse_if_the_flow_copied(
@@ -251,11 +263,14 @@ def refuse_if_the_flow_copied(
     """Refuse (:class:`RefusedError`) when drsvc's flow already has progress of its own on
     a partition to take over: it copied before, and taking over now would copy twice or skip."""
     group = naming.replicator_group(clusters.source, clusters.target)
-    config = clusters.source_config
-    consumer = Consumer({**config, **QUIET, "group.id": group, "enable.auto.commit": False})
+    consumer = clusters.clients.consumer(
+        clusters.source, {"group.id": group, "enable.auto.commit": False}
+    )
     try:
         wanted = [TopicPartition(t, p) for t, p in plan.starts]
-        existing = [tp for tp in consumer.committed(wanted, timeout=timeout_s) if tp.offset >= 0]
+        with translated(f"reading the committed offsets of group {group}", clusters.source):
+            answer = consumer.committed(wanted, timeout=timeout_s)
+        existing = [tp for tp in answer if tp.offset >= 0]
     finally:
         consumer.close()
     if existing:
@@ -273,8 +288,7 @@ def commit_takeover(clusters: Mm2Clusters, plan: TakeoverPlan, timeout_s: float 
     were committed."""
     refuse_if_the_flow_copied(clusters, plan, timeout_s)
     group = naming.replicator_group(clusters.source, clusters.target)
-    config = clusters.source_config
-    admin = admin_client(config["bootstrap.servers"], {**config, **QUIET})
+    admin = clusters.clients.admin(clusters.source)
     answers = alter_group_offsets(admin, group, plan.starts, timeout_s)
     failed = {tp: err for tp, err in answers.items() if err is not None}
     if failed:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata  # type: ignore[attr-defined]
-
 from drsvc.errors import KafkaUnavailableError
-from drsvc.kafka.admin import admin_client, describe_topic_configs
+from drsvc.kafka.admin import describe_topic_configs
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import AdminClient, ClusterMetadata
 from drsvc.topology.models import Migration, Topology
 from failover.migration_plan import (
     MigrationPlan,
@@ -26,8 +26,6 @@ from failover.migration_plan import (
     plan_migration,
 )
 from failover.topic_rules import internal_topic_reason
-
-QUIET = {"log_level": "2"}
 
 
 @dataclass(frozen=True)
@@ -57,10 +55,16 @@ def read_migration_plan(
     migration: Migration,
     bootstrap: Mapping[str, str],
     timeout_s: float = 10.0,
+    *,
+    clients: KafkaClients | None = None,
 ) -> MigrationPlanReport:
-    """Plan ``migration`` against its clusters as they are now (read only)."""
-    source_admin = _admin(topology, migration.source, bootstrap)
-    target_admin = _admin(topology, migration.target, bootstrap)
+    """Plan ``migration`` against its clusters as they are now (read only). ``bootstrap`` maps
+    aliases to bootstrap servers that win over the topology's; ``clients`` is the factory to
+    reach the clusters with instead (:func:`migration_clients` of the same)."""
+    if clients is None:
+        clients = migration_clients(topology, migration, bootstrap)
+    source_admin = clients.admin(migration.source)
+    target_admin = clients.admin(migration.target)
     source_meta = _metadata(source_admin, migration.source, timeout_s)
     target_meta = _metadata(target_admin, migration.target, timeout_s)
     names = topology.internal_names()
@@ -117,16 +121,20 @@ def read_migration_plan(
     )
 
 
-def _admin(topology: Topology, alias: str, bootstrap: Mapping[str, str]) -> AdminClient:
-    config = topology.cluster(alias).client_config(bootstrap.get(alias))
-    return admin_client(config["bootstrap.servers"], {**config, **QUIET})
+def migration_clients(
+    topology: Topology, migration: Migration, bootstrap: Mapping[str, str]
+) -> KafkaClients:
+    """The client factory of a migration's two clusters, with the bootstrap servers of
+    ``bootstrap`` that name them (the others are another topology's business)."""
+    wanted = {migration.source, migration.target}
+    return KafkaClients(
+        topology, {alias: servers for alias, servers in bootstrap.items() if alias in wanted}
+    )
 
 
 def _metadata(admin: AdminClient, alias: str, timeout_s: float) -> ClusterMetadata:
-    try:
+    with translated("reading the cluster metadata", alias):
         metadata: ClusterMetadata = admin.list_topics(timeout=timeout_s)
-    except KafkaException as err:
-        raise KafkaUnavailableError(f"cluster '{alias}': metadata unavailable: {err}") from err
     if not metadata.brokers:
         raise KafkaUnavailableError(f"cluster '{alias}': no broker answered in {timeout_s:.0f}s")
     return metadata

@@ -3,12 +3,12 @@ record the migration as copying (in one conditional write, so two starts do not 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from drsvc.errors import ConfigError, ConflictError, RefusedError
-from drsvc.kafka.admin import admin_client, create_topic, list_topic_names
+from drsvc.kafka.admin import create_topic, list_topic_names
+from drsvc.kafka.clients import KafkaClients
 from drsvc.runtime.migration.mm2_takeover import (
     TakeoverPlan,
     commit_takeover,
@@ -16,7 +16,11 @@ from drsvc.runtime.migration.mm2_takeover import (
     plan_takeover,
     refuse_if_the_flow_copied,
 )
-from drsvc.runtime.migration.plan_reader import MigrationPlanReport, read_migration_plan
+from drsvc.runtime.migration.plan_reader import (
+    MigrationPlanReport,
+    migration_clients,
+    read_migration_plan,
+)
 from drsvc.runtime.migration.store import MigrationStore
 from drsvc.topology.models import Migration, Topology
 from failover.migration_state import MigrationState, start_refusal, started
@@ -47,6 +51,7 @@ def prepare_start(
     timeout_s: float = 10.0,
     *,
     take_over_mm2: bool = False,
+    clients: KafkaClients | None = None,
 ) -> StartReport:
     """Plan the migration; refuse it (:class:`RefusedError`, the reason) when a topic
     conflicts or it was finished; else create every planned topic on the target and record the
@@ -54,8 +59,13 @@ def prepare_start(
 
     ``take_over_mm2``: continue a copy MirrorMaker 2 made (:mod:`.mm2_takeover`): where its
     progress says the copy ends, committed as the flow's progress before anything copies; refused
-    (nothing created or committed) when a partition's copy cannot be placed."""
-    report = read_migration_plan(topology, migration, bootstrap, timeout_s)
+    (nothing created or committed) when a partition's copy cannot be placed.
+
+    ``clients`` reaches the two clusters (by default a factory of the topology with the
+    ``bootstrap`` servers that name them)."""
+    if clients is None:
+        clients = migration_clients(topology, migration, bootstrap)
+    report = read_migration_plan(topology, migration, bootstrap, timeout_s, clients=clients)
     stored = store.read(migration.name)
     conflicts = [f"{t.topic}: {t.reason}" for t in report.plan.with_action("conflict")]
     refusal = start_refusal(stored.state, conflicts)
@@ -63,8 +73,7 @@ def prepare_start(
         refusal = "it selects no topic of the source (topics: include/exclude)"
     if refusal is not None:
         raise RefusedError(f"migration {migration.name}: {refusal}")
-    config = topology.cluster(migration.target).client_config(bootstrap.get(migration.target))
-    admin = admin_client(config["bootstrap.servers"], {**config, "log_level": "2"})
+    admin = clients.admin(migration.target)
     takeover: TakeoverPlan | None = None
     clusters = None
     if take_over_mm2:
@@ -73,10 +82,13 @@ def prepare_start(
                 f"migration {migration.name} was started already: its own copy has progress,"
                 " there is nothing of MirrorMaker's to take over"
             )
-        source_config = topology.cluster(migration.source).client_config(
-            bootstrap.get(migration.source)
+        clusters = mm2_clusters(
+            migration.source,
+            migration.target,
+            clients.config(migration.source),
+            clients.config(migration.target),
+            clients=clients,
         )
-        clusters = mm2_clusters(migration.source, migration.target, source_config, config)
         copied = {
             t.topic: t.partitions for t in report.plan.topics if t.action in ("create", "match")
         }
@@ -103,7 +115,7 @@ def prepare_start(
             created.append(topic.topic)
     if takeover is not None and clusters is not None:
         commit_takeover(clusters, takeover)
-    state = started(stored.state, int(time.time() * 1000), created)
+    state = started(stored.state, clients.clock.time_ms(), created)
     if takeover is not None:
         starts: dict[str, dict[int, int]] = {}
         for (name, partition), offset in takeover.starts.items():

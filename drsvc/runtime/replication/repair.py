@@ -10,36 +10,36 @@ The tail is bounded by what can be in flight (the producer queue), so the scan r
 from the end in growing windows until it reaches a copy of an offset before the committed one.
 :func:`written_sync_end` reads the sync topic's tail the same way, so that only copies past the
 last written sync are rebuilt: syncs are appended in target order, never slotted in between.
+
+Both scans read ``read_uncommitted``: the copies a crashed exactly-once worker left in an open or
+aborted transaction are on the target's log too, and the scan must see every copy there is. They
+read through the port's :class:`~drsvc.kafka.reader.TopicReader`, which gives up only when the
+read stops moving: a sync topic keeps days of syncs, and a scan far back into it takes as long as
+it takes.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Mapping
+from contextlib import closing
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import ConfigError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.read_progress import ReadLimits
+from drsvc.kafka.reader import TopicReader
+from drsvc.kafka.types import Message
 from failover import naming, offset_syncs, provenance
 from failover.keepalive import LastCopy, last_copy_of
 
-log = logging.getLogger(__name__)
+__all__ = ["FIRST_WINDOW", "GROWTH", "MAX_SYNC_SCAN", "unsynced_copies", "written_last_copy"]
 
+#: the newest offsets a backward scan reads first
 FIRST_WINDOW = 10_000
+#: each window of a backward scan is this many times longer than the one after it
+GROWTH = 4
 #: the sync topic is read backwards at most this far looking for a partition's last sync
 MAX_SYNC_SCAN = 5_000_000
-
-#: answers of a partition that has no leader yet (a topic created a moment ago), which librdkafka
-#: does not always mark as retriable
-LEADERLESS = (
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError._NO_OFFSET,
-    KafkaError._TRANSPORT,
-    KafkaError._TIMED_OUT,
-)
 
 
 def unsynced_copies(
@@ -51,36 +51,39 @@ def unsynced_copies(
     committed: int,
     timeout_s: float = 60.0,
     after: int | None = None,
+    *,
+    clients: KafkaClients | None = None,
+    target: str | None = None,
 ) -> list[tuple[int, int]]:
     """``(source offset, target offset)`` of every copy in the remote partition's tail that was
-    made from ``source_topic``/``partition`` at or after source offset ``committed``.
+    made from ``source_topic``/``partition`` at or after source offset ``committed``, in target
+    order.
 
     ``after``: every copy below that target offset is known to be mapped (the previous owner
     handed the partition over cleanly, :mod:`failover.handover`): only what lies past it is read.
+
+    ``timeout_s`` is how long the read may stand still before it gives up
+    (:attr:`~drsvc.kafka.read_progress.ReadLimits.stall_s`), not a bound on the whole scan.
+    ``target`` is the target cluster's alias, for messages (its bootstrap servers when not
+    given); ``clients`` the factory to read with (one built from ``target_client`` when not
+    given, which then needs no ``target``). Raises
+    :class:`~drsvc.errors.KafkaUnavailableError` naming the topic and cluster when the read
+    stops moving, and the port's mapped error of any other failure.
     """
-    consumer = Consumer(_tail_reader_config(target_client))
-    try:
-        tp = TopicPartition(remote_topic, partition)
-        marks = _watermarks(consumer, tp, timeout_s)
-        if marks is None:
-            return []  # the remote partition does not exist yet: nothing copied there
-        low, high = marks
-        if after is not None:
-            begin = max(low, after)
-            return _scan(
-                consumer, tp, begin, high, source_alias, source_topic, committed, timeout_s
-            )[0]
-        window = FIRST_WINDOW
-        while True:
-            begin = max(low, high - window)
-            copies, reached_committed = _scan(
-                consumer, tp, begin, high, source_alias, source_topic, committed, timeout_s
-            )
-            if reached_committed or begin == low:
-                return copies
-            window *= 4
-    finally:
-        consumer.close()
+    copies: list[tuple[int, int]] = []
+    reader = _tail_reader(target_client, remote_topic, "remote topic", timeout_s, clients, target)
+    with reader:
+        windows = reader.backwards(partition, first_window=FIRST_WINDOW, growth=GROWTH, floor=after)
+        with closing(windows):
+            for window in windows:
+                found, reached_committed = _copies_in(
+                    window, partition, source_alias, source_topic, committed
+                )
+                copies[:0] = found  # windows come newest first
+                # With ``after``, the whole stretch past it is read: it is all unmapped.
+                if reached_committed and after is None:
+                    break
+    return copies
 
 
 def written_sync_end(
@@ -89,14 +92,27 @@ def written_sync_end(
     tp: offset_syncs.TopicPartition,
     topic_ids: tuple[bytes, bytes],
     timeout_s: float = 60.0,
+    *,
+    clients: KafkaClients | None = None,
+    target: str | None = None,
 ) -> int:
     """One past the highest target offset a written sync of ``tp`` maps (under ``topic_ids``,
     the source and remote topic ids); 0 when none is found.
 
     Syncs of a partition are written in target order, so that is one past its newest mapped copy
-    (:func:`written_last_copy`, read at most :data:`MAX_SYNC_SCAN` records back).
+    (:func:`written_last_copy`, read at most :data:`MAX_SYNC_SCAN` records back; ``timeout_s``,
+    ``clients`` and ``target`` as there).
     """
-    last = written_last_copy(target_client, sync_topic, tp, topic_ids, MAX_SYNC_SCAN, timeout_s)
+    last = written_last_copy(
+        target_client,
+        sync_topic,
+        tp,
+        topic_ids,
+        MAX_SYNC_SCAN,
+        timeout_s,
+        clients=clients,
+        target=target,
+    )
     return 0 if last is None else last.target_offset + 1
 
 
@@ -107,45 +123,72 @@ def written_last_copy(
     topic_ids: tuple[bytes, bytes],
     max_scan: int,
     timeout_s: float = 60.0,
+    *,
+    clients: KafkaClients | None = None,
+    target: str | None = None,
 ) -> LastCopy | None:
     """The newest copy a written sync of ``tp`` maps (under ``topic_ids``), read backwards from
     the sync topic's end in growing windows, at most ``max_scan`` records back; None when none is
     found there.
 
     A worker restarted at its committed progress learns an idle partition's last copy this way,
-    so that its keepalive syncs go on (:mod:`failover.keepalive`).
+    so that its keepalive syncs go on (:mod:`failover.keepalive`). ``timeout_s`` is how long the
+    read may stand still (see :func:`unsynced_copies`, also for ``clients`` and ``target``).
     """
-    consumer = Consumer(_tail_reader_config(target_client))
-    try:
-        marks = _watermarks(consumer, TopicPartition(sync_topic, 0), timeout_s)
-        if marks is None:
-            return None
-        low, high = marks
-        key = offset_syncs.encode_key(tp.topic, tp.partition)
-        end, window = high, min(FIRST_WINDOW, max_scan)
-        while end > low and high - end < max_scan:
-            begin = max(low, end - window, high - max_scan)
-            found = _last_copy_in(consumer, sync_topic, begin, end, key, topic_ids, timeout_s)
-            if found is not None:
-                return found
-            end, window = begin, window * 4
+    if max_scan < 1:
         return None
-    finally:
-        consumer.close()
+    key = offset_syncs.encode_key(tp.topic, tp.partition)
+    reader = _tail_reader(
+        target_client, sync_topic, "offset-sync topic", timeout_s, clients, target
+    )
+    with reader:
+        windows = reader.backwards(
+            0, first_window=min(FIRST_WINDOW, max_scan), growth=GROWTH, max_scan=max_scan
+        )
+        with closing(windows):
+            for window in windows:
+                found = _last_copy_in(window, key, topic_ids)
+                if found is not None:
+                    return found
+    return None
+
+
+def _tail_reader(
+    target_client: Mapping[str, Any],
+    topic: str,
+    what: str,
+    timeout_s: float,
+    clients: KafkaClients | None,
+    target: str | None,
+) -> TopicReader:
+    """A ``read_uncommitted`` reader of ``topic`` on the target that gives up after ``timeout_s``
+    without movement."""
+    if clients is None:
+        alias = target or str(target_client.get("bootstrap.servers", "the target"))
+        clients = KafkaClients.for_configs({alias: target_client})
+    elif target is None:
+        raise ConfigError(
+            f"reading {what} {topic}: a client factory was given without the alias of the target"
+            " cluster to read"
+        )
+    else:
+        alias = target
+    return clients.reader(
+        alias,
+        topic,
+        what=what,
+        group=naming.SYNC_REPAIR_GROUP,
+        committed=False,
+        limits=ReadLimits(stall_s=timeout_s),
+    )
 
 
 def _last_copy_in(
-    consumer: Consumer,
-    sync_topic: str,
-    begin: int,
-    end: int,
-    key: bytes,
-    topic_ids: tuple[bytes, bytes],
-    timeout_s: float,
+    records: list[Message], key: bytes, topic_ids: tuple[bytes, bytes]
 ) -> LastCopy | None:
-    """The last copy of the last sync keyed ``key`` with copies in ``[begin, end)``."""
+    """The last copy of the last sync keyed ``key`` among ``records``."""
     syncs = []
-    for msg in _read_range(consumer, TopicPartition(sync_topic, 0), begin, end, timeout_s):
+    for msg in records:
         if msg.key() != key:
             continue
         try:
@@ -158,98 +201,21 @@ def _last_copy_in(
     return last_copy_of(syncs, None)
 
 
-def _tail_reader_config(target_client: Mapping[str, Any]) -> dict[str, Any]:
-    config = dict(target_client)
-    config.update(
-        {
-            "group.id": naming.SYNC_REPAIR_GROUP,
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-            # The end of a partition may be a transaction marker, which is never delivered: the
-            # end-of-partition event says the read is complete instead.
-            "enable.partition.eof": True,
-            "log_level": 4,
-        }
-    )
-    return config
-
-
-def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int] | None:
-    """(low, high) of ``tp``, waiting for a leader; None when the partition does not exist."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
-            return low, high
-        except KafkaException as err:
-            code = err.args[0].code()
-            if code in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
-                return None
-            # A topic created a moment ago may have no leader yet: wait for one.
-            transient = err.args[0].retriable() or code in LEADERLESS
-            if not transient or time.monotonic() > deadline:
-                raise KafkaUnavailableError(
-                    f"reading the end of {tp.topic}-{tp.partition}: {err}"
-                ) from err
-            time.sleep(0.2)
-
-
-def _read_range(
-    consumer: Consumer, tp: TopicPartition, begin: int, end: int, timeout_s: float
-) -> list[Message]:
-    """Every record of ``[begin, end)`` of ``tp`` (transaction markers and aborted records are
-    never delivered; the end-of-partition event ends the read when they are all that is left)."""
-    records: list[Message] = []
-    if begin >= end:
-        return records
-    consumer.assign([TopicPartition(tp.topic, tp.partition, begin)])
-    deadline = time.monotonic() + timeout_s
-    position = begin
-    try:
-        while position < end:
-            if time.monotonic() > deadline:
-                raise KafkaUnavailableError(
-                    f"reading {tp.topic}-{tp.partition} [{begin}, {end}) did not finish in "
-                    f"{timeout_s:.0f}s"
-                )
-            for msg in consumer.consume(10_000, 1.0):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        position = end  # the log's end (markers are never delivered): done
-                    continue
-                offset = msg.offset()
-                assert offset is not None
-                if offset >= end:
-                    position = end
-                    break
-                position = offset + 1
-                records.append(msg)
-    finally:
-        consumer.unassign()
-    return records
-
-
-def _scan(
-    consumer: Consumer,
-    tp: TopicPartition,
-    begin: int,
-    end: int,
-    source_alias: str,
-    source_topic: str,
-    committed: int,
-    timeout_s: float,
+def _copies_in(
+    records: list[Message], partition: int, source_alias: str, source_topic: str, committed: int
 ) -> tuple[list[tuple[int, int]], bool]:
+    """The copies of ``source_topic``/``partition`` at or after ``committed`` among ``records``,
+    and whether a copy of an earlier offset is among them (the scan went back far enough)."""
     copies: list[tuple[int, int]] = []
-    reached = begin >= end
-    for msg in _read_range(consumer, tp, begin, end, timeout_s):
+    reached = False
+    for msg in records:
         hops = provenance.chain(msg.headers())  # type: ignore[arg-type]
         if not hops:
             continue
         hop = hops[-1]
         if hop.cluster != source_alias or hop.topic != source_topic:
             continue
-        if hop.partition != tp.partition:
+        if hop.partition != partition:
             continue
         if hop.offset < committed:
             reached = True

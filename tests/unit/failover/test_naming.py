@@ -23,6 +23,8 @@ def test_flow_names_on_kafka() -> None:
     assert naming.CHECKPOINTS_READER_GROUP == "drsvc-checkpoints-reader"
     assert naming.TRANSLATE_READER_GROUP == "drsvc-translate"
     assert naming.SYNC_REPAIR_GROUP == "drsvc-sync-repair"
+    # the name the takeover from MirrorMaker 2 has always read with
+    assert naming.MM2_TAKEOVER_READER_GROUP == "drsvc-mm2-takeover"
 
 
 def test_every_group_is_recognised_as_drsvc_own() -> None:
@@ -38,6 +40,7 @@ def test_every_group_is_recognised_as_drsvc_own() -> None:
         naming.CHECKPOINTS_READER_GROUP,
         naming.TRANSLATE_READER_GROUP,
         naming.SYNC_REPAIR_GROUP,
+        naming.MM2_TAKEOVER_READER_GROUP,
         naming.DEMO_READER_GROUP,
         naming.smoke_group("t"),
     ]
