@@ -324,6 +324,8 @@ def topology_document(
 
 #: the exactly-once series (same worker defaults, ``delivery: exactly-once``)
 EOS_SYSTEM = "drsvc-eos"
+#: the same worker run from another source tree (``--baseline-tree``), for before/after drains
+BASELINE_SUFFIX = "-baseline"
 
 
 def remote_topic(topic: str) -> str:
@@ -358,8 +360,14 @@ class Replicator:
 
 
 def start_drsvc_worker(
-    work_dir: Path, clusters: dict[str, str], topic: str, delivery: str = "at-least-once"
+    work_dir: Path,
+    clusters: dict[str, str],
+    topic: str,
+    delivery: str = "at-least-once",
+    tree: Path | None = None,
 ) -> Replicator:
+    """Start one worker in a child process; from ``tree`` (another checkout of drsvc: its
+    benchmark script and its package) instead of this one when given."""
     spec = {
         "topology": topology_document(clusters, topic, delivery),
         "flow": FLOW,
@@ -369,9 +377,15 @@ def start_drsvc_worker(
     spec_file = work_dir / f"{topic}.worker.json"
     spec_file.write_text(json.dumps(spec))
     log_file = work_dir / f"{topic}.worker.log"
+    script = Path(__file__).resolve() if tree is None else tree / "bench" / Path(__file__).name
+    child_env = None
+    if tree is not None:
+        # The tree's package wins over the installed one: PYTHONPATH comes before site-packages.
+        child_env = {**os.environ, "PYTHONPATH": str(tree)}
     with log_file.open("wb") as log_out:
         proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker-child", str(spec_file)],
+            [sys.executable, str(script), "--worker-child", str(spec_file)],
+            env=child_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log_out,
@@ -573,10 +587,13 @@ def watch_drain(
 def start_replicator(
     system: str, args: argparse.Namespace, clusters: dict[str, str], work_dir: Path, topic: str
 ) -> Replicator:
+    tree = None
+    if system.endswith(BASELINE_SUFFIX):
+        system, tree = system.removesuffix(BASELINE_SUFFIX), args.baseline_tree
     if system == "drsvc":
-        return start_drsvc_worker(work_dir, clusters, topic)
+        return start_drsvc_worker(work_dir, clusters, topic, tree=tree)
     if system == EOS_SYSTEM:
-        return start_drsvc_worker(work_dir, clusters, topic, "exactly-once")
+        return start_drsvc_worker(work_dir, clusters, topic, "exactly-once", tree)
     return start_mm2(work_dir, clusters, topic, args.java, args.mm2_heap, args.mm2_tasks)
 
 
@@ -930,8 +947,10 @@ def java_version(java: str) -> str | None:
     return first[0].strip() if first else None
 
 
-def source_revision() -> dict[str, Any]:
-    root = Path(__file__).resolve().parent.parent
+def source_revision(root: Path | None = None) -> dict[str, Any]:
+    """The commit of a checkout (this one by default) and whether its code is modified."""
+    if root is None:
+        root = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
@@ -1003,6 +1022,15 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     systems = (
         ["drsvc"] + ([EOS_SYSTEM] if args.with_eos else []) + (["mm2"] if args.with_mm2 else [])
     )
+    if args.baseline_tree is not None:
+        # Each drsvc series gets a twin run from the baseline tree, right after it in every round.
+        systems = [
+            name
+            for system in systems
+            for name in (
+                [system, system + BASELINE_SUFFIX] if system.startswith("drsvc") else [system]
+            )
+        ]
     drains: dict[str, dict[str, list[DrainRun]]] = {s: {z: [] for z in sizes} for s in systems}
     created: list[tuple[AdminClient, str]] = []
     work_dir = Path(tempfile.mkdtemp(prefix="drsvc-bench-work-"))
@@ -1035,6 +1063,11 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     report["exactly_once"] = (
         summarize_exactly_once(drains, report["drain"], sizes) if args.with_eos else None
     )
+    report["baseline"] = (
+        summarize_baseline(drains, sizes, args.baseline_tree)
+        if args.baseline_tree is not None
+        else None
+    )
     report["mm2"] = None
     if args.with_mm2:
         mm2: dict[str, Any] = {size: summarize_drain(drains["mm2"][size]) for size in sizes}
@@ -1066,6 +1099,39 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     report["duration_s"] = round(time.monotonic() - started)
     return report
+
+
+def summarize_baseline(
+    drains: dict[str, dict[str, list[DrainRun]]], sizes: list[str], tree: Path
+) -> dict[str, Any]:
+    """Each drsvc series next to its twin from the baseline tree: the ratio of the medians and
+    the median of the per-round ratios (this tree over the baseline; above 1 is faster)."""
+    baseline: dict[str, Any] = {"tree_revision": source_revision(tree)}
+    for system in [name for name in drains if name.endswith(BASELINE_SUFFIX)]:
+        ours_name = system.removesuffix(BASELINE_SUFFIX)
+        series: dict[str, Any] = {}
+        for size in sizes:
+            ours, theirs = drains[ours_name][size], drains[system][size]
+            summary = summarize_drain(theirs)
+            summary["this_over_baseline_records_per_s"] = round(
+                summarize_drain(ours)["records_per_s_median"] / summary["records_per_s_median"], 3
+            )
+            summary["this_over_baseline_per_run_median"] = round(
+                statistics.median(
+                    a.records_per_s / b.records_per_s for a, b in zip(ours, theirs, strict=True)
+                ),
+                3,
+            )
+            summary["cpu_s_per_million_this_over_baseline"] = round(
+                statistics.median(
+                    a.cpu_s_per_million / b.cpu_s_per_million
+                    for a, b in zip(ours, theirs, strict=True)
+                ),
+                3,
+            )
+            series[size] = summary
+        baseline[ours_name] = series
+    return baseline
 
 
 # ---------------------------------------------------------------------------- worker child
@@ -1146,6 +1212,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--keep-topics", action="store_true", help="keep the benchmark's topics afterwards"
     )
     parser.add_argument("--output", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        default=None,
+        help="another checkout of drsvc (e.g. a git worktree of the commit before a change):"
+        " every drsvc drain also runs from it, interleaved, and the report compares the two",
+    )
     parser.add_argument("--worker-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]

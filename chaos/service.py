@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from drsvc.demo.service import start_run
 from drsvc.errors import LocalEnvError
-from drsvc.runtime.supervisor.parent_death import die_with_parent_hook
 
 ROLES = "replicate,heartbeats,checkpoints,controller"
 
@@ -36,33 +35,12 @@ class Service:
         self.consul = consul
         self.env = dict(env or {})
         self.run_dir = state_dir / "run"
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self._log = (state_dir / "drsvc-run.log").open("ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "drsvc.cli.main",
-                "run",
-                "-t",
-                str(topology),
-                "--roles",
-                roles,
-                "--plain",
-                "--state-dir",
-                str(state_dir),
-                "--summary-every-s",
-                "0",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=self.environ(),
-            start_new_session=True,
-            # A suite killed on its timeout must not leave the service copying on its own. The
-            # hook is loaded before the fork and only calls prctl in the child, so the threads
-            # of this process (Spark's gateway among them) hold nothing it needs.
-            preexec_fn=die_with_parent_hook(),  # noqa: PLW1509
+        # A suite killed on its timeout must not leave the service copying on its own:
+        # start_run ties the service's life to this process.
+        self._run = start_run(
+            topology, state_dir, roles, {**self.env, "DRSVC_CONSUL_HTTP_ADDR": self.consul}
         )
+        self.proc = self._run.proc
 
     def environ(self) -> dict[str, str]:
         return {
@@ -87,14 +65,7 @@ class Service:
         return bool(roles) and all(r.get("state") == "running" for r in roles)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._log.close()
+        self._run.stop()
 
     def command(self, *args: str, timeout_s: float = 300) -> tuple[int, dict[str, Any], str]:
         """``drsvc <args> -t <topology> --json``: exit code, JSON answer, stderr."""

@@ -40,6 +40,9 @@ class SteppedClock:
     def time_ms(self) -> int:
         return int(time.time() * 1000) + self.offset_ms()
 
+    def time(self) -> float:
+        return self.time_ms() / 1000
+
     def monotonic(self) -> float:
         return time.monotonic()
 

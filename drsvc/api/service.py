@@ -22,7 +22,7 @@ from drsvc.api.events import Event, EventLog
 from drsvc.api.migrations import MigrationService
 from drsvc.api.problems import ApiProblem
 from drsvc.errors import ConfigError, DrsvcError, RequestMismatchError
-from drsvc.runtime.checkpoints.service import read_flow_checkpoints
+from drsvc.runtime.checkpoints.flow_checkpoints import read_flow_checkpoints
 from drsvc.runtime.failover.app_states import controller_leader
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.runtime.failover.executor import FailoverExecutor

@@ -24,7 +24,8 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.errors import ConfigError, DrsvcError
-from drsvc.runtime.checkpoints.service import prepare_service, read_flow_checkpoints, run_service
+from drsvc.runtime.checkpoints.flow_checkpoints import read_flow_checkpoints
+from drsvc.runtime.checkpoints.service import prepare_service, run_service
 from drsvc.runtime.checkpoints.settings import CheckpointSettings
 from drsvc.runtime.metrics_server import serve_metrics
 from failover import naming

@@ -9,15 +9,12 @@ from typing import Annotated
 
 import typer
 
-from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.cli.common import ConsulOption, StateDirOption, TopologyOption, resolve_consul
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, ConflictError
 from drsvc.runtime.failover.app_states import held_for_recovery
 from drsvc.runtime.replication.control import (
     FlowControl,
-    read_control,
-    write_control,
 )
 from drsvc.topology.loader import load_topology
 from failover import naming
@@ -28,9 +25,13 @@ TopicOption = Annotated[
 ]
 
 
+#: how often an edit is tried again when another writer changed the document in between
+_EDIT_ATTEMPTS = 5
+
+
 def _target(
     topology_file: Path, flow_id: str, consul: str | None, state_dir: Path | None
-) -> tuple[ConsulClient, str]:
+) -> tuple[ConsulCoordinator, str]:
     topology = load_topology(topology_file)
     flow = next((f for f in topology.flows if f.id == flow_id), None)
     if flow is None:
@@ -40,7 +41,7 @@ def _target(
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")
     key = naming.flow_control_key(topology.namespace, flow.source, flow.target)
-    return ConsulClient(address), key
+    return ConsulCoordinator(address), key
 
 
 def _held(
@@ -61,11 +62,27 @@ def _update(
     state_dir: Path | None,
     change: Callable[[FlowControl], FlowControl],
 ) -> None:
-    """Read the flow's control document, apply ``change``, write it back, show the result."""
-    client, key = _target(topology_file, flow_id, consul, state_dir)
-    updated = change(read_control(client, key))
-    write_control(client, key, updated)
-    typer.echo(f"{flow_id}: {updated.to_json()}")
+    """Read the flow's control document, apply ``change``, write it back only if nobody wrote
+    it in between, show the result.
+
+    A failover or a recovery changes the same document (the topics it stops and starts, the
+    floors, the epoch watch) in a transaction of its own: an unconditional write of what was
+    read a moment before would undo that change. So the write compares the index read, and
+    on a conflict the edit is made again on the new document.
+    """
+    store, key = _target(topology_file, flow_id, consul, state_dir)
+    for _attempt in range(_EDIT_ATTEMPTS):
+        entry = store.get(key)
+        current = FlowControl() if entry is None else FlowControl.from_json(entry.value, key)
+        updated = change(current)
+        if store.put(key, updated.to_json(), index=0 if entry is None else entry.index):
+            typer.echo(f"{flow_id}: {updated.to_json()}")
+            return
+    raise ConflictError(
+        key,
+        f"{flow_id}: the control document {key} changed {_EDIT_ATTEMPTS} times while it was"
+        " being edited; nothing was written, try again",
+    )
 
 
 def build_app() -> typer.Typer:

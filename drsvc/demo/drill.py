@@ -18,9 +18,7 @@
 from __future__ import annotations
 
 import logging
-import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -35,6 +33,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from drsvc.adapters.consul_client import ConsulClient
+from drsvc.demo.service import start_run
 from drsvc.demo.service_view import ApiReader, DemoView
 from drsvc.demo.spark_check import run_verify, write_history
 from drsvc.demo.verdict import Unreplicated, Verdict, judge
@@ -110,7 +109,13 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     token_file.write_text(token)
     token_file.chmod(0o600)
     (port,) = allocate_ports("127.0.0.1", 1)
-    service = _start_service(topology, options.state_dir, token, port)
+    run = start_run(
+        topology,
+        options.state_dir,
+        ROLES,
+        {"DRSVC_API_TOKEN": token, "DRSVC_API_PORT": str(port)},
+    )
+    service = run.proc
     reader = ApiReader(f"http://127.0.0.1:{port}", token)
     workload: OrdersWorkload | None = None
     try:
@@ -155,7 +160,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         if workload is not None:
             workload.close()
         reader.stop()
-        _stop_service(service)
+        run.stop()
         console.print(
             f"The local environment keeps running (state: {options.state_dir}); stop it with: "
             f"drsvc dev down --state-dir {options.state_dir}"
@@ -425,49 +430,6 @@ def _demo_topology(options: DemoOptions, info: EnvironmentInfo) -> Path:
         + yaml.safe_dump(document, sort_keys=False)
     )
     return path
-
-
-def _start_service(
-    topology: Path, state_dir: Path, token: str, port: int
-) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DRSVC_API_TOKEN": token,
-        "DRSVC_API_PORT": str(port),
-        "PYTHONUNBUFFERED": "1",
-    }
-    log_file = (state_dir / "drsvc-run.log").open("ab")
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "drsvc.cli.main",
-            "run",
-            "-t",
-            str(topology),
-            "--roles",
-            ROLES,
-            "--plain",
-            "--state-dir",
-            str(state_dir),
-            "--summary-every-s",
-            "0",
-        ],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-
-
-def _stop_service(service: subprocess.Popen[bytes]) -> None:
-    if service.poll() is None:
-        service.send_signal(signal.SIGTERM)
-        try:
-            service.wait(60)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait(10)
 
 
 def _recover(options: DemoOptions) -> None:

@@ -15,5 +15,6 @@ The rule, once the roles have moved onto the port: nothing outside ``drsvc.kafka
 
 This package module imports nothing, so that a user of one part (the clock, say) does not load
 the Kafka client library, nor faust, which the replication workers and the client library never
-need.
+need. faust apps and workers come from :mod:`drsvc.kafka.faust_app`, the one module of the port
+that loads faust.
 """

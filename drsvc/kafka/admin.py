@@ -1,13 +1,15 @@
 """Kafka cluster metadata and small admin operations over confluent-kafka: topics, their
 configs, log offsets, and consumer groups' committed offsets.
 
-librdkafka reports problems as ``KafkaException`` wrapping a ``KafkaError``; they are mapped to
-:class:`drsvc.errors.KafkaUnavailableError` (retryable) here.
+librdkafka reports problems as ``KafkaException`` wrapping a ``KafkaError``, and a future that
+gets no answer in time gives up with ``TimeoutError``; both reach the caller as the drsvc error
+:mod:`drsvc.kafka.errors` maps them to. Only the answers an operation expects are handled here
+first: a topic that exists already, a partition that is gone, a coordinator that is moving.
+Functions that take a ``cluster`` (an alias) name it in their errors.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import struct
 import time
 from collections.abc import Collection, Mapping
@@ -34,7 +36,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     OffsetSpec,
 )
 
-from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.errors import ConfigError, DrsvcError, KafkaUnavailableError
+from drsvc.kafka import errors
+from drsvc.kafka.clock import Clock, SystemClock
+from drsvc.kafka.errors import kafka_error, to_drsvc, translated
 
 
 def admin_client(bootstrap_servers: str, extra: Mapping[str, str] | None = None) -> AdminClient:
@@ -50,10 +55,8 @@ def admin_client(bootstrap_servers: str, extra: Mapping[str, str] | None = None)
 
 def broker_ids(admin: AdminClient, timeout_s: float = 2.0) -> set[int]:
     """IDs of the brokers the cluster metadata lists right now."""
-    try:
+    with translated("reading the cluster metadata"):
         metadata = admin.list_topics(timeout=timeout_s)
-    except KafkaException as err:
-        raise KafkaUnavailableError(f"cluster metadata unavailable: {err}") from err
     return set(metadata.brokers)
 
 
@@ -67,7 +70,7 @@ def wait_for_brokers(
     while True:
         try:
             seen = broker_ids(admin)
-        except KafkaUnavailableError:
+        except DrsvcError:  # brokers starting answer oddly for a moment: wait them out
             seen = set()
         if len(seen) >= expected:
             return seen
@@ -86,27 +89,47 @@ def create_topic(
     replication_factor: int = -1,
     config: Mapping[str, str] | None = None,
     timeout_s: float = 15.0,
+    *,
+    cluster: str | None = None,
 ) -> bool:
-    """Create ``name``; return False if it already existed. Invalid requests are ConfigErrors."""
+    """Create ``name``; return False if it already existed. A request the cluster refuses as
+    invalid (:data:`TOPIC_REQUEST_INVALID`: a replication factor above the brokers' count, a
+    policy) is a :class:`~drsvc.errors.ConfigError`, other failures are mapped by
+    :mod:`drsvc.kafka.errors`."""
     topic = NewTopic(
         name,
         num_partitions=partitions,
         replication_factor=replication_factor,
         config=dict(config or {}),
     )
-    future = admin.create_topics([topic], operation_timeout=timeout_s)[name]
+    what = f"creating topic {name}"
+    with translated(what, cluster):
+        future = admin.create_topics([topic], operation_timeout=timeout_s)[name]
     try:
         future.result(timeout=timeout_s)
-    except concurrent.futures.TimeoutError as err:
-        raise KafkaUnavailableError(f"creating topic {name}: no answer in {timeout_s}s") from err
-    except KafkaException as err:
-        error: KafkaError = err.args[0]
-        if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+    except (KafkaException, TimeoutError) as err:
+        error = kafka_error(err)
+        if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
-        if error.retriable() or error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
-            raise KafkaUnavailableError(f"creating topic {name}: {error.str()}") from err
-        raise ConfigError(f"cannot create topic {name}: {error.str()}") from err
+        if error is not None and error.code() in TOPIC_REQUEST_INVALID:
+            where = f"cluster '{cluster}': " if cluster else ""
+            raise ConfigError(
+                f"{where}cannot create topic {name}: {errors.describe(error)}"
+            ) from err
+        raise to_drsvc(err, what, cluster) from err
     return True
+
+
+#: answers to a topic creation that say the request itself is wrong: no retry changes them
+TOPIC_REQUEST_INVALID = frozenset(
+    {
+        KafkaError.INVALID_REPLICATION_FACTOR,
+        KafkaError.INVALID_PARTITIONS,
+        KafkaError.INVALID_REPLICA_ASSIGNMENT,
+        KafkaError.TOPIC_EXCEPTION,
+        KafkaError.POLICY_VIOLATION,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -125,46 +148,35 @@ def _uuid_bytes(uuid: object) -> bytes:
     return struct.pack(">qq", msb, lsb)
 
 
-def _result(future: Any, what: str, timeout_s: float) -> Any:
-    try:
+def _result(future: Any, what: str, timeout_s: float, cluster: str | None = None) -> Any:
+    with translated(what, cluster):
         return future.result(timeout=timeout_s)
-    except KafkaException as err:
-        error: KafkaError = err.args[0]
-        if error.retriable() or error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
-            raise KafkaUnavailableError(f"{what}: {error.str()}") from err
-        raise ConfigError(f"{what}: {error.str()}") from err
-    except concurrent.futures.TimeoutError as err:
-        raise KafkaUnavailableError(f"{what}: no answer within {timeout_s:.0f}s") from err
 
 
 def list_topic_names(admin: AdminClient, timeout_s: float = 10.0) -> set[str]:
     """Names of all topics on the cluster (internal ones included)."""
-    try:
+    with translated("listing topics"):
         metadata = admin.list_topics(timeout=timeout_s)
-    except KafkaException as err:
-        raise KafkaUnavailableError(f"listing topics: {err}") from err
     return set(metadata.topics)
 
 
 def describe_topics(
-    admin: AdminClient, names: list[str], timeout_s: float = 10.0
+    admin: AdminClient, names: list[str], timeout_s: float = 10.0, *, cluster: str | None = None
 ) -> dict[str, TopicInfo]:
     """Ids and partition counts of ``names``; topics that vanished meanwhile are left out."""
     if not names:
         return {}
-    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    with translated("describing topics", cluster):
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
     found: dict[str, TopicInfo] = {}
     for name, future in futures.items():
         try:
             description = future.result(timeout=timeout_s)
-        except concurrent.futures.TimeoutError as err:
-            raise KafkaUnavailableError(
-                f"describing topic {name}: no answer in {timeout_s}s"
-            ) from err
-        except KafkaException as err:
-            if err.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        except (KafkaException, TimeoutError) as err:
+            error = kafka_error(err)
+            if error is not None and error.code() in errors.GONE:
                 continue
-            raise KafkaUnavailableError(f"describing topic {name}: {err.args[0].str()}") from err
+            raise to_drsvc(err, f"describing topic {name}", cluster) from err
         offline = tuple(p.id for p in description.partitions if p.leader is None)
         found[name] = TopicInfo(
             name=name,
@@ -185,8 +197,10 @@ class TopicConfigs:
 
 def describe_topic_configs(admin: AdminClient, name: str, timeout_s: float = 10.0) -> TopicConfigs:
     resource = ConfigResource("TOPIC", name)
-    future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-    entries = _result(future, f"describing configs of {name}", timeout_s)
+    what = f"describing configs of {name}"
+    with translated(what):
+        future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+    entries = _result(future, what, timeout_s)
     explicit = {
         key: entry.value
         for key, entry in entries.items()
@@ -197,15 +211,16 @@ def describe_topic_configs(admin: AdminClient, name: str, timeout_s: float = 10.
 
 
 def grow_partitions(admin: AdminClient, name: str, total: int, timeout_s: float = 15.0) -> None:
-    future = admin.create_partitions([NewPartitions(name, total)], request_timeout=timeout_s)[name]
+    what = f"growing {name} to {total} partitions"
+    with translated(what):
+        futures = admin.create_partitions([NewPartitions(name, total)], request_timeout=timeout_s)
     try:
-        future.result(timeout=timeout_s)
-    except concurrent.futures.TimeoutError as err:
-        raise KafkaUnavailableError(f"growing {name}: no answer in {timeout_s}s") from err
-    except KafkaException as err:
-        if err.args[0].code() == KafkaError.INVALID_PARTITIONS:
+        futures[name].result(timeout=timeout_s)
+    except (KafkaException, TimeoutError) as err:
+        error = kafka_error(err)
+        if error is not None and error.code() == KafkaError.INVALID_PARTITIONS:
             return  # someone (another worker) grew it already
-        raise KafkaUnavailableError(f"growing {name} to {total} partitions: {err}") from err
+        raise to_drsvc(err, what) from err
 
 
 def set_topic_configs(
@@ -222,39 +237,23 @@ def set_topic_configs(
             for key, value in configs.items()
         ],
     )
-    future = admin.incremental_alter_configs([resource], request_timeout=timeout_s)[resource]
-    _result(future, f"setting configs of {name}", timeout_s)
+    what = f"setting configs of {name}"
+    with translated(what):
+        future = admin.incremental_alter_configs([resource], request_timeout=timeout_s)[resource]
+    _result(future, what, timeout_s)
 
 
 # -- consumer groups ------------------------------------------------------------------------------
 
-#: The group's coordinator is loading, moving or not elected yet: ask again shortly.
-_COORDINATOR_NOT_READY = frozenset(
-    {
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError._TIMED_OUT,
-        KafkaError._TRANSPORT,
-    }
-)
+#: The group's coordinator is loading, moving or not elected yet, or the cluster did not answer
+#: in time: a group-offset request is asked again shortly (within its time).
+_COORDINATOR_NOT_READY = errors.UNAVAILABLE
 
-#: Answers to an offset commit without a member id that mean "this group has live members".
-#: Kafka 4.1 answers UNKNOWN_MEMBER_ID for classic and for consumer-protocol (KIP-848) groups
-#: alike (checked by the integration tests); the others are how the group coordinator rejects a
-#: commit that does not come from a current member, and mean the same here.
-GROUP_HAS_MEMBERS_ERRORS = frozenset(
-    {
-        "UNKNOWN_MEMBER_ID",
-        "ILLEGAL_GENERATION",
-        "REBALANCE_IN_PROGRESS",
-        "STALE_MEMBER_EPOCH",
-        "FENCED_MEMBER_EPOCH",
-        "FENCED_INSTANCE_ID",
-        "NON_EMPTY_GROUP",
-    }
-)
+#: The names (``UNKNOWN_MEMBER_ID``...) of :data:`drsvc.kafka.errors.GROUP_HAS_MEMBERS`: the
+#: answers to an offset commit without a member id that mean "this group has live members"
+#: (Kafka 4.1 answers UNKNOWN_MEMBER_ID for classic and consumer-protocol groups alike, checked
+#: by the integration tests). A :class:`PartitionError` carries the name.
+GROUP_HAS_MEMBERS_ERRORS = frozenset(KafkaError(code).name() for code in errors.GROUP_HAS_MEMBERS)
 
 Partition = tuple[str, int]
 """A topic and partition number."""
@@ -291,14 +290,35 @@ def describe_group(admin: AdminClient, group: str, timeout_s: float = 10.0) -> G
     For reports and tests: deciding whether offsets may be changed must not rest on this answer,
     which is stale as soon as it arrives (the broker refuses a commit to a group with members).
     """
-    future = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
-    description = _result(future, f"describing consumer group '{group}'", timeout_s)
+    what = f"describing consumer group '{group}'"
+    with translated(what):
+        future = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
+    description = _result(future, what, timeout_s)
     return GroupDescription(
         group=group,
         state=description.state.name.lower(),
         group_type=description.type.name.lower(),
         members=len(description.members),
     )
+
+
+def consumer_group_members(
+    admin: AdminClient, group: str, timeout_s: float = 10.0, *, cluster: str | None = None
+) -> list[Any]:
+    """The members of ``group`` as the cluster describes them right now (confluent-kafka's
+    member descriptions: ``member_id``, ``client_id``, ``host``, ``assignment``); none when the
+    group does not exist. Errors are mapped by :mod:`drsvc.kafka.errors`, naming ``cluster``."""
+    what = f"members of group '{group}'"
+    with translated(what, cluster):
+        future = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
+    try:
+        description = future.result(timeout=timeout_s)
+    except (KafkaException, TimeoutError) as err:
+        error = kafka_error(err)
+        if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return []
+        raise to_drsvc(err, what, cluster) from err
+    return list(description.members)
 
 
 def alter_group_offsets(
@@ -308,6 +328,8 @@ def alter_group_offsets(
     timeout_s: float = 30.0,
     retry_backoff_s: float = 0.2,
     metadata: Mapping[Partition, str] | None = None,
+    *,
+    clock: Clock | None = None,
 ) -> dict[Partition, PartitionError | None]:
     """Commit ``offsets`` for ``group`` as an outsider (no member id, no generation), each with
     its ``metadata`` string when one is given (the commit's metadata, as a consumer's commit
@@ -317,13 +339,14 @@ def alter_group_offsets(
     accepts such a commit while the group has no members; otherwise every partition comes back
     with an error for which :attr:`PartitionError.group_has_members` is true. Answers that mean
     the group's coordinator is loading or moving are asked again until ``timeout_s``, then raise
-    :class:`KafkaUnavailableError`.
+    :class:`KafkaUnavailableError`. ``clock`` measures that time (the machine's by default).
     """
+    clock = SystemClock() if clock is None else clock
     pending = dict(offsets)
     answers: dict[Partition, PartitionError | None] = {}
-    deadline = time.monotonic() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     while pending:
-        remaining = max(1.0, deadline - time.monotonic())
+        remaining = max(1.0, deadline - clock.monotonic())
         retry: dict[Partition, int] = {}
         last: KafkaError | None = None
         for tp, error in _alter_once(admin, group, pending, remaining, metadata or {}).items():
@@ -332,12 +355,12 @@ def alter_group_offsets(
                 last = error
             else:
                 answers[tp] = None if error is None else PartitionError(error.name(), error.str())
-        if retry and last is not None and time.monotonic() >= deadline:
+        if retry and last is not None and clock.monotonic() >= deadline:
             raise KafkaUnavailableError(
                 f"committing offsets of group '{group}': {last.str()} (for {timeout_s:.0f}s)"
             )
         if retry:
-            time.sleep(retry_backoff_s)
+            clock.sleep(retry_backoff_s)
         pending = retry
     return answers
 
@@ -356,23 +379,19 @@ def _alter_once(
             for (topic, partition), offset in offsets.items()
         ],
     )
-    futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)
+    what = f"committing offsets of group '{group}'"
+    with translated(what):
+        futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)
     future = next(iter(futures.values()))
     try:
         answer = future.result(timeout=timeout_s + 5)
     except KafkaException as err:
-        error: KafkaError = err.args[0]
-        if error.code() in _COORDINATOR_NOT_READY:
+        error = kafka_error(err)
+        if error is not None and error.code() in _COORDINATOR_NOT_READY:
             return dict.fromkeys(offsets, error)
-        if error.retriable():
-            raise KafkaUnavailableError(
-                f"committing offsets of group '{group}': {error.str()}"
-            ) from err
-        raise ConfigError(f"committing offsets of group '{group}': {error.str()}") from err
-    except concurrent.futures.TimeoutError as err:
-        raise KafkaUnavailableError(
-            f"committing offsets of group '{group}': no answer within {timeout_s:.0f}s"
-        ) from err
+        raise to_drsvc(err, what) from err
+    except TimeoutError as err:
+        raise KafkaUnavailableError(f"{what}: no answer within {timeout_s:.0f}s") from err
     found: dict[Partition, KafkaError | None] = {
         (tp.topic, tp.partition): tp.error for tp in answer.topic_partitions
     }
@@ -396,64 +415,71 @@ def _partition_to_commit(
 def list_offsets(
     admin: AdminClient,
     partitions: Collection[Partition],
-    which: Literal["earliest", "latest"],
+    which: Literal["earliest", "latest"] | int,
     timeout_s: float = 10.0,
+    *,
+    cluster: str | None = None,
 ) -> dict[Partition, int]:
-    """Log start (``earliest``) or last stable (``latest``) offsets of those of ``partitions``
-    that exist; partitions of missing topics are left out."""
+    """ListOffsets of those of ``partitions`` that exist (partitions of missing topics, and
+    those deleted since they were listed, are left out): the log start (``earliest``), the last
+    stable offset (``latest``: what a ``read_committed`` consumer reaches), or, for a timestamp
+    in milliseconds, the first offset at or after it (-1 where no record is that new).
+
+    The one place drsvc asks a cluster for log offsets through the Admin API. Every other
+    answer is mapped by :mod:`drsvc.kafka.errors`, naming the partition and ``cluster``.
+    """
     if not partitions:
         return {}
-    make_spec = OffsetSpec.earliest if which == "earliest" else OffsetSpec.latest
-    spec = make_spec()  # type: ignore[no-untyped-call]
-    futures = admin.list_offsets(
-        {TopicPartition(topic, partition): spec for topic, partition in partitions},
-        isolation_level=IsolationLevel.READ_COMMITTED,
-        request_timeout=timeout_s,
-    )
+    if which == "earliest":
+        spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        label = "earliest offset"
+    elif which == "latest":
+        spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        label = "latest offset"
+    else:
+        spec = OffsetSpec.for_timestamp(which)
+        label = f"offset at {which} ms"
+    with translated("listing offsets", cluster):
+        futures = admin.list_offsets(
+            {TopicPartition(topic, partition): spec for topic, partition in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=timeout_s,
+        )
     found: dict[Partition, int] = {}
     for kafka_tp, future in futures.items():
         tp = (kafka_tp.topic, kafka_tp.partition)
         try:
             info = future.result(timeout=timeout_s + 5)
-        except KafkaException as err:
-            if err.args[0].code() in (
-                KafkaError.UNKNOWN_TOPIC_OR_PART,
-                KafkaError._UNKNOWN_PARTITION,
-                KafkaError._UNKNOWN_TOPIC,
-            ):
+        except (KafkaException, TimeoutError) as err:
+            error = kafka_error(err)
+            if error is not None and error.code() in errors.GONE:
                 continue
-            raise KafkaUnavailableError(
-                f"{which} offset of {tp[0]}-{tp[1]}: {err.args[0].str()}"
-            ) from err
-        except concurrent.futures.TimeoutError as err:
-            raise KafkaUnavailableError(
-                f"{which} offset of {tp[0]}-{tp[1]}: no answer within {timeout_s:.0f}s"
-            ) from err
+            raise to_drsvc(err, f"{label} of {tp[0]}-{tp[1]}", cluster) from err
         found[tp] = info.offset
     return found
 
 
-#: The group's coordinator is moving or loading: an offset fetch is worth asking again.
-COORDINATOR_MOVING = frozenset(
-    {
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-    }
-)
+#: The group's coordinator is moving or loading: an offset fetch is worth asking again
+#: (:data:`drsvc.kafka.errors.COORDINATOR_MOVING`, named here too for this module's callers).
+COORDINATOR_MOVING = errors.COORDINATOR_MOVING
 
 
-def group_offsets_consumer(client_config: Mapping[str, str], group: str) -> Consumer:
-    """A consumer of ``group`` that never joins it (no subscribe, no commit), to read the group's
+def group_offsets_settings(group: str) -> dict[str, Any]:
+    """The settings (an overlay for :meth:`drsvc.kafka.clients.KafkaClients.consumer`) of a
+    consumer of ``group`` that never joins it (no subscribe, no commit), to read the group's
     committed offsets. Not the Admin API: librdkafka's ListConsumerGroupOffsets crashes the
     process when the coordinator answers NOT_COORDINATOR (librdkafka issue 5040, still in 2.16).
     """
+    return {"group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False}
+
+
+def group_offsets_consumer(client_config: Mapping[str, str], group: str) -> Consumer:
+    """A consumer as :func:`group_offsets_settings` says, for callers that hold a cluster's
+    resolved settings rather than a client factory."""
     return Consumer(
         {
             **client_config,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
+            **group_offsets_settings(group),
             "socket.connection.setup.timeout.ms": 3000,
             "log_level": 2,
         }
@@ -466,19 +492,24 @@ def ask_committed(
     timeout_s: float,
     retry_on: Collection[int] = COORDINATOR_MOVING,
     pause_s: float = 0.2,
+    *,
+    clock: Clock | None = None,
 ) -> list[TopicPartition]:
     """``consumer.committed(partitions)``, asked again while the answer is one of ``retry_on``
     (the group's coordinator moving or loading) for up to ``timeout_s``. Any other error, and the
-    last one once the time is up, is raised as the KafkaException it came as."""
-    deadline = time.monotonic() + timeout_s
+    last one once the time is up, is raised as the KafkaException it came as (a caller outside
+    the port maps it with :func:`drsvc.kafka.errors.translated`). ``clock`` measures the time
+    (the machine's by default)."""
+    clock = SystemClock() if clock is None else clock
+    deadline = clock.monotonic() + timeout_s
     while True:
         try:
             answer: list[TopicPartition] = consumer.committed(partitions, timeout=timeout_s)
             return answer
         except KafkaException as err:
-            if err.args[0].code() not in retry_on or time.monotonic() > deadline:
+            if err.args[0].code() not in retry_on or clock.monotonic() > deadline:
                 raise
-            time.sleep(pause_s)
+            clock.sleep(pause_s)
 
 
 @dataclass(frozen=True)
@@ -512,17 +543,33 @@ def committed_offsets_with_metadata(
     if not partitions:
         return {}
     consumer = group_offsets_consumer(client_config, group)
-    what = f"committed offsets of group '{group}'"
-    wanted = [TopicPartition(topic, partition) for topic, partition in sorted(set(partitions))]
     try:
-        answer = ask_committed(consumer, wanted, timeout_s, retry_on=_COORDINATOR_NOT_READY)
-    except KafkaException as err:
-        error: KafkaError = err.args[0]
-        if error.retriable() or error.code() in _COORDINATOR_NOT_READY:
-            raise KafkaUnavailableError(f"{what}: {error.str()}") from err
-        raise ConfigError(f"{what}: {error.str()}") from err
+        return group_offsets(consumer, group, partitions, timeout_s)
     finally:
         consumer.close()
+
+
+def group_offsets(
+    consumer: Consumer,
+    group: str,
+    partitions: Collection[Partition],
+    timeout_s: float = 30.0,
+    *,
+    cluster: str | None = None,
+    clock: Clock | None = None,
+) -> dict[Partition, GroupOffset]:
+    """``group``'s committed offsets, with their metadata, of those of ``partitions`` that have
+    one, asked through ``consumer``, a consumer of ``group`` built with
+    :func:`group_offsets_settings` (the caller owns it). A coordinator moving or a cluster not
+    answering is asked again for up to ``timeout_s`` (on ``clock``); errors are mapped by
+    :mod:`drsvc.kafka.errors`, naming ``cluster``."""
+    if not partitions:
+        return {}
+    wanted = [TopicPartition(topic, partition) for topic, partition in sorted(set(partitions))]
+    with translated(f"committed offsets of group '{group}'", cluster):
+        answer = ask_committed(
+            consumer, wanted, timeout_s, retry_on=_COORDINATOR_NOT_READY, clock=clock
+        )
     return {
         (tp.topic, tp.partition): GroupOffset(tp.offset, tp.metadata or "")
         for tp in answer

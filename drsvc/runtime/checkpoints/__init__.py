@@ -12,5 +12,6 @@ their committed offsets through the offset syncs and writes checkpoints to
 * :mod:`~drsvc.runtime.checkpoints.metrics`: the Prometheus metrics;
 * :mod:`~drsvc.runtime.checkpoints.group_sync_hook`: hands exact positions to the group syncer;
 * :mod:`~drsvc.runtime.checkpoints.faust_apps`: the faust apps, agents and timers;
-* :mod:`~drsvc.runtime.checkpoints.service`: loading state and running it all until stopped.
+* :mod:`~drsvc.runtime.checkpoints.service`: loading state and running it all until stopped;
+* :mod:`~drsvc.runtime.checkpoints.flow_checkpoints`: reading what the streams wrote (no faust).
 """

@@ -14,17 +14,14 @@ only partly understood could move a checkpoint backwards.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaPartition
-
-from drsvc.errors import KafkaUnavailableError, PermanentError
-from drsvc.kafka.admin import admin_client, create_topic
-from drsvc.runtime.translation.sync_reader import QUIET, topic_bounds
+from drsvc.errors import PermanentError
+from drsvc.kafka.admin import create_topic
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.read_progress import ReadLimits
 from failover import naming
 from failover.checkpoints import (
     Checkpoint,
@@ -53,19 +50,29 @@ CHECKPOINT_TOPIC_CONFIGS = {
 
 
 def ensure_checkpoints_topic(
-    client_config: Mapping[str, str], topic: str, *, cluster: str, timeout_s: float = 30.0
+    client_config: Mapping[str, str],
+    topic: str,
+    *,
+    cluster: str,
+    timeout_s: float = 30.0,
+    clients: KafkaClients | None = None,
 ) -> bool:
-    """Create ``topic`` (compacted, one partition) on ``cluster`` unless it exists.
+    """Create ``topic`` (compacted, one partition) on ``cluster`` unless it exists, through the
+    admin client of ``clients`` (built from ``client_config`` when None). Errors name the
+    cluster.
 
     Returns True when it was created now.
     """
-    admin = admin_client(client_config["bootstrap.servers"], {**client_config, **QUIET})
-    try:
-        created = create_topic(
-            admin, topic, partitions=1, config=CHECKPOINT_TOPIC_CONFIGS, timeout_s=timeout_s
-        )
-    except KafkaUnavailableError as err:
-        raise KafkaUnavailableError(f"cluster '{cluster}': {err}") from err
+    if clients is None:
+        clients = KafkaClients.for_configs({cluster: client_config})
+    created = create_topic(
+        clients.admin(cluster),
+        topic,
+        partitions=1,
+        config=CHECKPOINT_TOPIC_CONFIGS,
+        timeout_s=timeout_s,
+        cluster=cluster,
+    )
     if created:
         log.info("created checkpoints topic %s on %s (compacted)", topic, cluster)
     return created
@@ -110,64 +117,39 @@ def read_checkpoints(
     *,
     cluster: str,
     timeout_s: float = 60.0,
+    clients: KafkaClients | None = None,
 ) -> CheckpointsRead:
-    """Read ``topic`` on ``cluster`` from its start to the end it has now (blocking)."""
+    """Read ``topic`` on ``cluster`` from its start to the end it has now (blocking),
+    ``read_committed``, through a reader of ``clients`` (built from ``client_config`` when
+    None).
+
+    ``timeout_s`` is the read's stall period: it gives up, with a
+    :class:`~drsvc.errors.KafkaUnavailableError` naming the topic, the cluster and where each
+    partition stopped, only after that long without progress. A long topic (a flow with many
+    groups and partitions, compaction behind) is read however long it takes, and says how far
+    it is while it does: a stream's start or a failover must not fail because the state is big.
+    """
     result = CheckpointsRead(cluster=cluster, topic=topic)
-    consumer = Consumer(
-        {
-            **client_config,
-            "group.id": naming.CHECKPOINTS_READER_GROUP,  # assigned: never joined nor committed
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "socket.connection.setup.timeout.ms": 3000,
-            **QUIET,
-        }
-    )
-    where = f"checkpoints topic {topic} on {cluster}"
-    try:
-        bounds = topic_bounds(consumer, topic, where, timeout_s)
-        if bounds is None:
-            result.exists = False
-            return result
-        result.ends = {p: low for p, (low, _high) in bounds.items()}
-        todo = {p: high for p, (low, high) in bounds.items() if high > low}
-        if todo:
-            consumer.assign([KafkaPartition(topic, p, bounds[p][0]) for p in todo])
-        deadline = time.monotonic() + timeout_s
-        while todo:
-            if time.monotonic() > deadline:
-                behind = ", ".join(
-                    f"partition {p} at {result.ends[p]} of {end}" for p, end in todo.items()
-                )
-                raise KafkaUnavailableError(
-                    f"{where}: not read to its end within {timeout_s:.0f}s ({behind})"
-                )
-            for msg in consumer.consume(10_000, 0.5):
-                partition, offset = msg.partition(), msg.offset()
-                if partition is None or offset is None or partition not in todo:
-                    continue
-                error = msg.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        result.ends[partition] = offset
-                        todo.pop(partition)
-                    elif error.fatal():
-                        raise KafkaUnavailableError(f"{where}: {error.str()}")
-                    continue
-                if offset >= todo[partition]:
-                    todo.pop(partition)
-                    continue
-                result.add_record(partition, offset, msg.key(), msg.value())
-                result.ends[partition] = offset + 1
-                if offset + 1 >= todo[partition]:
-                    todo.pop(partition)
-    except KafkaException as err:
-        raise KafkaUnavailableError(f"{where}: {err.args[0].str()}") from err
-    finally:
-        consumer.close()
+    if clients is None:
+        clients = KafkaClients.for_configs({cluster: client_config})
+    with clients.reader(
+        cluster,
+        topic,
+        what="checkpoints topic",
+        group=naming.CHECKPOINTS_READER_GROUP,  # assigned: never joined nor committed
+        committed=True,
+        limits=ReadLimits(stall_s=timeout_s),
+    ) as reader:
+        for batch in reader.to_end():
+            for message in batch:
+                partition, offset = message.partition(), message.offset()
+                if partition is not None and offset is not None:  # always, for a record
+                    result.add_record(partition, offset, message.key(), message.value())
+        state = reader.state
+    if not state.exists:
+        result.exists = False
+        return result
+    result.ends = dict(state.reached)
     return result
 
 

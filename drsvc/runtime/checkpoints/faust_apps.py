@@ -13,10 +13,11 @@ event loop. The app of cluster ``X``
 Source clusters are read through confluent-kafka (:class:`~.group_reader.KafkaGroupReader`), in a
 worker thread so the event loop never blocks. The apps keep no tables (the faust recovery race of
 ``docs/faust-on-kafka4.md`` never applies); their consumer groups ``drsvc-checkpoints.<X>`` only
-spread sync-topic partitions. They use no static member id: aiokafka 0.14 never notices a new topic
-or partition after a static member rejoined without a rebalance, and crashes when a static member
-rejoins subscribed to other topics (after a topology change). The agents never rely on where faust
-starts reading (see the follower).
+spread sync-topic partitions. The apps come from the Kafka port (:mod:`drsvc.kafka.faust_app`),
+which gives them the cluster's brokers and TLS and SASL settings from the topology, and a consumer
+that reads committed records only (the syncs of exactly-once flows are written in transactions).
+They use no static member id (why: :mod:`drsvc.kafka.faust_app`). The agents never rely on where
+faust starts reading (see the follower).
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import faust
-
-from drsvc.errors import ConfigError, DrsvcError
-from drsvc.runtime.checkpoints.faust_transport import ReadCommittedTransport
+from drsvc.errors import DrsvcError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.faust_app import new_app
 from drsvc.runtime.checkpoints.group_sync_hook import GroupSyncHook
 from drsvc.runtime.checkpoints.metrics import CheckpointMetrics
 from drsvc.runtime.checkpoints.settings import CheckpointSettings
@@ -40,7 +40,7 @@ from drsvc.runtime.checkpoints.sync_follower import SyncFollower
 from failover import naming
 from failover.checkpoints import encode_key, encode_value
 
-__all__ = ["StreamRunner", "broker_urls", "build_app"]
+__all__ = ["StreamRunner", "add_stream_timer", "add_sync_agent", "build_app"]
 
 log = logging.getLogger(__name__)
 
@@ -49,26 +49,15 @@ SETTLED_SYNC_STATUSES = frozenset({"synced", "unchanged", "not-opted-in"})
 a switch under way ...) is offered again after ``resync_s``."""
 
 
-def broker_urls(alias: str, client_config: Mapping[str, str]) -> list[str]:
-    """The ``kafka://host:port`` URLs faust needs; refuses client security faust is not given."""
-    extra = sorted(k for k in client_config if k != "bootstrap.servers")
-    protocol = client_config.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT" or [k for k in extra if k != "security.protocol"]:
-        raise ConfigError(
-            f"cluster '{alias}': the checkpoint agents do not pass TLS or SASL settings to faust "
-            "yet; run them against a PLAINTEXT listener of this cluster"
-        )
-    servers = [s.strip().split("://", 1)[-1] for s in client_config["bootstrap.servers"].split(",")]
-    return [f"kafka://{server}" for server in servers if server]
-
-
-def build_app(alias: str, client_config: Mapping[str, str], settings: CheckpointSettings) -> Any:
-    """A faust app for cluster ``alias`` (a ``faust.App``; typed Any because faust is untyped)."""
+def build_app(alias: str, clients: KafkaClients, settings: CheckpointSettings) -> Any:
+    """A faust app for cluster ``alias`` of ``clients`` (a ``faust.App``; typed Any because faust
+    is untyped)."""
     name = naming.checkpoints_app_id(alias, settings.app_id_suffix)
     data_dir: Path = settings.data_dir / name
-    app: Any = faust.App(
+    return new_app(
+        clients,
+        alias,
         name,
-        broker=broker_urls(alias, client_config),
         store="memory://",
         datadir=str(data_dir),
         web_enabled=False,
@@ -83,8 +72,6 @@ def build_app(alias: str, client_config: Mapping[str, str], settings: Checkpoint
         broker_rebalance_timeout=max(10.0, settings.session_timeout_s),
         producer_acks=-1,
     )
-    app.transport = ReadCommittedTransport(app.conf.broker_consumer, app)
-    return app
 
 
 def add_sync_agent(app: Any, follower: SyncFollower) -> None:

@@ -6,8 +6,9 @@ never committing), kept between cycles, rather than through the Admin API: librd
 (librdkafka issue 5040), which happens whenever a group's coordinator moves. One request per group
 per cycle asks for every partition of the topics the stream can translate, so a poll is a batch.
 
-Every call blocks; the stream runs them in a worker thread. Kafka errors become
-:class:`~drsvc.errors.KafkaUnavailableError` naming the cluster.
+Every call blocks; the stream runs them in a worker thread. Kafka errors become drsvc errors
+naming the cluster (:mod:`drsvc.kafka.errors`). The cluster's one admin client comes from the
+reader's client factory, which its translation view shares.
 """
 
 from __future__ import annotations
@@ -17,20 +18,18 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException
-from confluent_kafka import TopicPartition as KafkaPartition
-from confluent_kafka.admin import AdminClient
-
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import DrsvcError, KafkaUnavailableError
 from drsvc.kafka.admin import (
     TopicInfo,
-    admin_client,
     ask_committed,
     describe_topics,
-    group_offsets_consumer,
+    group_offsets_settings,
 )
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import AdminClient, Consumer
+from drsvc.kafka.types import TopicPartition as KafkaPartition
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
-from drsvc.runtime.translation.sync_reader import QUIET
 from failover.offset_syncs import TopicPartition
 
 __all__ = ["GroupCommit", "KafkaGroupReader"]
@@ -48,7 +47,8 @@ class GroupCommit:
 
 
 class KafkaGroupReader:
-    """Groups, committed offsets, topics and end offsets of one real cluster."""
+    """Groups, committed offsets, topics and end offsets of one real cluster. Its clients come
+    from ``clients`` (built from ``client_config`` when None)."""
 
     def __init__(
         self,
@@ -56,69 +56,67 @@ class KafkaGroupReader:
         client_config: Mapping[str, str],
         timeout_s: float = 30.0,
         max_consumers: int = 256,
+        *,
+        clients: KafkaClients | None = None,
     ) -> None:
         self.alias = alias
-        self._client = dict(client_config)
         self._timeout_s = timeout_s
         self._max_consumers = max_consumers
         self._consumers: OrderedDict[str, Consumer] = OrderedDict()
-        self._admin: AdminClient | None = None
-        self._view = KafkaClusterView(alias, client_config, timeout_s)
+        self._clients = (
+            clients if clients is not None else KafkaClients.for_configs({alias: client_config})
+        )
+        # The same factory: one admin client for the cluster, not one each.
+        self._view = KafkaClusterView(alias, client_config, timeout_s, clients=self._clients)
 
     @property
     def admin(self) -> AdminClient:
-        if self._admin is None:
-            self._admin = admin_client(self._client["bootstrap.servers"], {**self._client, **QUIET})
-        return self._admin
+        """The cluster's admin client (built on first use, then kept)."""
+        return self._clients.admin(self.alias)
 
     def group_names(self) -> list[str]:
         """Every consumer group the cluster lists (any state, any protocol)."""
-        try:
+        with translated("listing consumer groups", self.alias):
             answer = self.admin.list_consumer_groups(request_timeout=self._timeout_s).result(
                 timeout=self._timeout_s
             )
-        except KafkaException as err:
-            raise self._unavailable("listing consumer groups", err) from err
-        except TimeoutError as err:
-            raise KafkaUnavailableError(
-                f"cluster '{self.alias}': listing consumer groups: no answer within "
-                f"{self._timeout_s:.0f}s"
-            ) from err
         for error in answer.errors or ():
             log.warning("cluster '%s': listing consumer groups: %s", self.alias, error)
         return sorted({listing.group_id for listing in answer.valid or ()})
 
     def topic_names(self) -> list[str]:
         """Names of every topic (Kafka's own ``__`` topics left out)."""
-        try:
-            return sorted(
-                name
-                for name in self.admin.list_topics(timeout=self._timeout_s).topics
-                if not name.startswith("__")
-            )
-        except KafkaException as err:
-            raise self._unavailable("listing topics", err) from err
+        with translated("listing topics", self.alias):
+            metadata = self.admin.list_topics(timeout=self._timeout_s)
+        return sorted(name for name in metadata.topics if not name.startswith("__"))
 
     def describe(self, names: Collection[str]) -> dict[str, TopicInfo]:
         """Ids and partition counts of those of ``names`` that exist."""
-        try:
-            return describe_topics(self.admin, sorted(set(names)), self._timeout_s)
-        except KafkaUnavailableError as err:
-            raise KafkaUnavailableError(f"cluster '{self.alias}': {err}") from err
+        return describe_topics(self.admin, sorted(set(names)), self._timeout_s, cluster=self.alias)
 
     def committed(
         self, group: str, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, GroupCommit]:
-        """The offsets ``group`` has committed for any of ``partitions`` (one request)."""
+        """The offsets ``group`` has committed for any of ``partitions`` (one request). Any
+        failure to read them is a :class:`~drsvc.errors.KafkaUnavailableError` carrying the
+        mapped error's message: it concerns this group only."""
         if not partitions:
             return {}
         consumer = self._consumer(group)
         wanted = [KafkaPartition(tp.topic, tp.partition) for tp in sorted(partitions)]
         try:
-            answer = ask_committed(consumer, wanted, self._timeout_s, pause_s=0.1)
-        except KafkaException as err:
-            self._drop(group)
-            raise self._unavailable(f"committed offsets of group '{group}'", err) from err
+            with translated(f"committed offsets of group '{group}'", self.alias):
+                answer = ask_committed(
+                    consumer, wanted, self._timeout_s, pause_s=0.1, clock=self._clients.clock
+                )
+        except DrsvcError as err:
+            self._drop(group)  # a fresh consumer next time
+            if isinstance(err, KafkaUnavailableError):
+                raise
+            # One group's problem (an ACL that lets drsvc read every group but this one, a
+            # client that broke) is that group's: the stream skips a group it cannot read this
+            # cycle (it catches KafkaUnavailableError) and goes on with the others.
+            raise KafkaUnavailableError(str(err)) from err
         found: dict[TopicPartition, GroupCommit] = {}
         for tp in answer:
             if tp.error is not None or tp.offset < 0:
@@ -149,7 +147,7 @@ class KafkaGroupReader:
         if consumer is not None:
             self._consumers.move_to_end(group)
             return consumer
-        consumer = group_offsets_consumer(self._client, group)
+        consumer = self._clients.consumer(self.alias, group_offsets_settings(group))
         self._consumers[group] = consumer
         while len(self._consumers) > self._max_consumers:
             oldest, _ = next(iter(self._consumers.items()))
@@ -160,6 +158,3 @@ class KafkaGroupReader:
         consumer = self._consumers.pop(group, None)
         if consumer is not None:
             consumer.close()
-
-    def _unavailable(self, what: str, err: KafkaException) -> KafkaUnavailableError:
-        return KafkaUnavailableError(f"cluster '{self.alias}': {what}: {err.args[0].str()}")

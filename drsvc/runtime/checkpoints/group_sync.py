@@ -45,17 +45,17 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
-from confluent_kafka.admin import AdminClient
-
 from drsvc.errors import ConfigError
 from drsvc.kafka.admin import (
     GroupOffset,
     PartitionError,
-    admin_client,
     alter_group_offsets,
-    committed_offsets_with_metadata,
+    group_offsets,
+    group_offsets_settings,
     list_offsets,
 )
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.types import AdminClient
 from drsvc.runtime.checkpoints.sync_origin import SyncOrigin, decode_origin, encode_origin
 from drsvc.topology.models import Application, Flow, Topology
 from failover import naming
@@ -328,35 +328,65 @@ class TargetGroups(Protocol):
 
 
 class KafkaTargetGroups:
-    """:class:`TargetGroups` over a real cluster."""
+    """:class:`TargetGroups` over a real cluster, ``alias``, whose clients come from ``clients``
+    (built from ``client_config`` when None: then the config must name the bootstrap
+    servers)."""
 
-    def __init__(self, client_config: Mapping[str, str], timeout_s: float = 30.0) -> None:
-        if not client_config.get("bootstrap.servers"):
-            raise ConfigError(
-                "group offset sync: the target client config has no bootstrap.servers"
-            )
-        self._client = dict(client_config)
+    def __init__(
+        self,
+        client_config: Mapping[str, str],
+        timeout_s: float = 30.0,
+        *,
+        alias: str = "target",
+        clients: KafkaClients | None = None,
+    ) -> None:
+        if clients is None:
+            if not client_config.get("bootstrap.servers"):
+                raise ConfigError(
+                    "group offset sync: the target client config has no bootstrap.servers"
+                )
+            clients = KafkaClients.for_configs({alias: client_config})
+        self.alias = alias
+        self._clients = clients
         self._timeout_s = timeout_s
-        self._admin: AdminClient | None = None
 
     @property
     def admin(self) -> AdminClient:
-        if self._admin is None:
-            self._admin = admin_client(self._client["bootstrap.servers"], self._client)
-        return self._admin
+        """The target's admin client (built on first use, then kept)."""
+        return self._clients.admin(self.alias)
 
     def committed(
         self, group: str, partitions: Collection[Partition]
     ) -> dict[Partition, GroupOffset]:
-        return committed_offsets_with_metadata(self._client, group, partitions, self._timeout_s)
+        if not partitions:
+            return {}
+        consumer = self._clients.consumer(self.alias, group_offsets_settings(group))
+        try:
+            return group_offsets(
+                consumer,
+                group,
+                partitions,
+                self._timeout_s,
+                cluster=self.alias,
+                clock=self._clients.clock,
+            )
+        finally:
+            consumer.close()
 
     def earliest(self, partitions: Collection[Partition]) -> dict[Partition, int]:
-        return list_offsets(self.admin, partitions, "earliest", self._timeout_s)
+        return list_offsets(self.admin, partitions, "earliest", self._timeout_s, cluster=self.alias)
 
     def alter(
         self, group: str, offsets: Mapping[Partition, int], metadata: Mapping[Partition, str]
     ) -> dict[Partition, PartitionError | None]:
-        return alter_group_offsets(self.admin, group, offsets, self._timeout_s, metadata=metadata)
+        return alter_group_offsets(
+            self.admin,
+            group,
+            offsets,
+            self._timeout_s,
+            metadata=metadata,
+            clock=self._clients.clock,
+        )
 
 
 # -- the syncer -----------------------------------------------------------------------------------
@@ -393,7 +423,9 @@ class GroupOffsetSyncer:
         self._topology = topology
         self._flow = flow
         self._consul = consul
-        self._target: TargetGroups = target or KafkaTargetGroups(target_client, timeout_s)
+        self._target: TargetGroups = target or KafkaTargetGroups(
+            target_client, timeout_s, alias=flow.target
+        )
         self._states: dict[str, tuple[str, str]] = {}
 
     @property

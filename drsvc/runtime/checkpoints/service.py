@@ -7,7 +7,8 @@ Start-up, before faust runs (so that nothing is emitted on top of state that was
 2. each sync topic is read whole into its offset index.
 
 Then one faust worker runs the apps of :mod:`~drsvc.runtime.checkpoints.faust_apps` until SIGTERM
-or SIGINT, and the process exits 0.
+or SIGINT, and the process exits 0. Reading the checkpoints without running the stream is
+:mod:`~drsvc.runtime.checkpoints.flow_checkpoints` (which loads no faust).
 """
 
 from __future__ import annotations
@@ -17,20 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import faust
-
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.runtime.checkpoints.checkpoint_topic import (
-    checkpoint_as_dict,
-    ensure_checkpoints_topic,
-    read_checkpoints,
-)
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.faust_app import ignore_missing_topics, new_worker, set_client_log_level
+from drsvc.runtime.checkpoints.checkpoint_topic import ensure_checkpoints_topic, read_checkpoints
 from drsvc.runtime.checkpoints.faust_apps import (
     StreamRunner,
     add_stream_timer,
     add_sync_agent,
     build_app,
 )
+from drsvc.runtime.checkpoints.flow_checkpoints import client_configs
 from drsvc.runtime.checkpoints.group_reader import KafkaGroupReader
 from drsvc.runtime.checkpoints.group_sync_hook import GroupSyncHook
 from drsvc.runtime.checkpoints.metrics import CheckpointMetrics
@@ -40,13 +38,9 @@ from drsvc.runtime.checkpoints.stream import CheckpointStream
 from drsvc.runtime.checkpoints.sync_follower import SyncFollower
 from drsvc.topology.models import Topology
 
-__all__ = ["PreparedService", "prepare_service", "read_flow_checkpoints", "run_service"]
+__all__ = ["PreparedService", "prepare_service", "run_service"]
 
 log = logging.getLogger(__name__)
-
-#: faust, mode and aiokafka log every service start and stop at INFO (and every request at DEBUG);
-#: they speak up at WARNING, or at INFO with --verbose.
-CHATTY_LOGGERS = ("faust", "mode", "aiokafka", "drsvc.runtime.checkpoints.faust_transport")
 
 
 @dataclass
@@ -58,14 +52,6 @@ class PreparedService:
     apps: dict[str, Any]
     runners: list[StreamRunner]
     followers: list[SyncFollower]
-
-
-def client_configs(topology: Topology, bootstrap: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """librdkafka settings of every cluster of ``topology``."""
-    return {
-        alias: cluster.client_config(bootstrap.get(alias))
-        for alias, cluster in topology.clusters.items()
-    }
 
 
 def prepare_service(
@@ -112,7 +98,9 @@ def prepare_service(
     }
     for follower in followers.values():
         follower.load()
-    apps = {alias: build_app(alias, clients[alias], settings) for alias in plan.clusters}
+    # The faust apps take the same resolved settings as the rest of the process.
+    kafka = KafkaClients.for_configs(clients)
+    apps = {alias: build_app(alias, kafka, settings) for alias in plan.clusters}
     for (cluster, _topic), follower in followers.items():
         add_sync_agent(apps[cluster], follower)
     runners = []
@@ -144,8 +132,7 @@ def prepare_service(
 def run_service(prepared: PreparedService, *, verbose: bool = False) -> NoReturn:
     """Run the apps in one faust worker until SIGTERM/SIGINT; exits the process (0 when stopped
     by a signal)."""
-    for name in CHATTY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+    set_client_log_level(verbose=verbose)
     missing = [f for f in prepared.followers if not f.read.exists]
     for follower in missing:
         log.info(
@@ -156,71 +143,13 @@ def run_service(prepared: PreparedService, *, verbose: bool = False) -> NoReturn
             follower.source.flow_id,
         )
     if missing:
-        quiet = _MissingTopicFilter({f.source.topic for f in missing})
-        for name in ("aiokafka.cluster", "aiokafka.coordinator.assignors.roundrobin"):
-            logging.getLogger(name).addFilter(quiet)
+        ignore_missing_topics(f.source.topic for f in missing)
     apps = list(prepared.apps.values())
     log.info(
         "checkpointing %s every %.1fs",
         ", ".join(r.stream.flow_id for r in prepared.runners),
         prepared.settings.interval_s,
     )
-    worker: Any = faust.Worker(
-        apps[0],
-        *apps[1:],
-        loglevel="DEBUG" if verbose else "WARNING",
-        override_logging=False,  # the process's own logging (text or JSON) stays in place
-        redirect_stdouts=False,
-        quiet=True,
-    )
-    worker.spinner = None  # a terminal progress spinner has no place in a service's output
+    worker = new_worker(apps, verbose=verbose)
     worker.execute_from_commandline()
     raise SystemExit(0)  # not reached: the worker exits the process
-
-
-class _MissingTopicFilter(logging.Filter):
-    """Drops aiokafka's "topic not found" lines, repeated at every metadata refresh, for sync
-    topics that are known not to exist yet (said once, above)."""
-
-    def __init__(self, topics: set[str]) -> None:
-        super().__init__()
-        self._topics = topics
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not (
-            ("not found in cluster metadata" in message or "No partition metadata" in message)
-            and any(topic in message for topic in self._topics)
-        )
-
-
-def read_flow_checkpoints(
-    topology: Topology,
-    bootstrap: Mapping[str, str],
-    *,
-    flow_id: str | None = None,
-    timeout_s: float = 60.0,
-) -> list[dict[str, Any]]:
-    """The current checkpoints of every flow (or of ``flow_id``), grouped by consumer group:
-    ``[{"flow", "cluster", "topic", "exists", "groups": {group: [checkpoint, ...]}}]``."""
-    plan = plan_checkpoints(topology, flow_id)
-    clients = client_configs(topology, bootstrap)
-    flows = []
-    for stream_plan in plan.streams:
-        target = stream_plan.flow.target
-        read = read_checkpoints(
-            clients[target], stream_plan.checkpoints_topic, cluster=target, timeout_s=timeout_s
-        )
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for key, checkpoint in sorted(read.checkpoints.items()):
-            groups.setdefault(key.group, []).append(checkpoint_as_dict(key, checkpoint))
-        flows.append(
-            {
-                "flow": stream_plan.flow_id,
-                "cluster": target,
-                "topic": stream_plan.checkpoints_topic,
-                "exists": read.exists,
-                "groups": groups,
-            }
-        )
-    return flows

@@ -9,9 +9,10 @@ order:
   committed offset, which is at or before where the load stopped): skipped;
 * the record at the next expected offset: applied;
 * a record after it: the offsets in between were not seen. Syncs must be applied in order, so the
-  follower reports the gap, the caller reads that range directly (:meth:`read_range`, a plain
-  ``read_committed`` consumer) and hands it to :meth:`fill`. Offsets the range read does not
-  return held transaction markers, aborted syncs or records removed by retention.
+  follower reports the gap, the caller reads that range directly (:meth:`read_range`, a
+  ``read_committed`` topic reader the follower keeps) and hands it to :meth:`fill`. Offsets the
+  range read does not return held transaction markers, aborted syncs or records removed by
+  retention.
 
 This makes the index independent of where faust starts and of records its consumer might drop
 around a rebalance (``docs/faust-on-kafka4.md``). The index is not thread-safe: ``accept``,
@@ -22,16 +23,15 @@ around a rebalance (``docs/faust-on-kafka4.md``). The index is not thread-safe: 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaPartition
-
-from drsvc.errors import KafkaUnavailableError, PermanentError
+from drsvc.errors import DrsvcError, KafkaUnavailableError, PermanentError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.read_progress import ReadLimits
+from drsvc.kafka.reader import TopicReader, reader_settings
 from drsvc.runtime.checkpoints.plan import SyncSource
-from drsvc.runtime.translation.sync_reader import QUIET, SyncTopicRead, read_sync_topic
+from drsvc.runtime.translation.sync_reader import SyncTopicRead, read_sync_topic
 from failover import naming
 
 __all__ = ["Gap", "SyncFollower", "SyncRecord"]
@@ -51,13 +51,34 @@ class Gap:
     stop: int
 
 
+#: A gap is usually a transaction marker or two, read several times a second on an exactly-once
+#: flow: small batches, short polls, and a broker that answers an empty fetch soon.
+_GAP_BATCH = 1000
+_GAP_POLL_S = 0.2
+_GAP_SETTINGS = {"fetch.wait.max.ms": 50}
+
+
 class SyncFollower:
-    """The offset index of one sync topic, following the topic record by record."""
+    """The offset index of one sync topic, following the topic record by record.
+
+    ``client_config`` holds the settings of the sync topic's cluster; ``clients``, when given,
+    is the factory its readers come from instead. ``timeout_s`` is the stall period of the gap
+    reads (and, at least 60 s, of the load): a read gives up only after that long without
+    progress.
+    """
 
     def __init__(
-        self, source: SyncSource, client_config: Mapping[str, str], timeout_s: float = 30.0
+        self,
+        source: SyncSource,
+        client_config: Mapping[str, str],
+        timeout_s: float = 30.0,
+        *,
+        clients: KafkaClients | None = None,
     ) -> None:
         self.source = source
+        if clients is None:
+            clients = KafkaClients.for_configs({source.cluster: client_config})
+        self._clients = clients
         self._client = dict(client_config)
         self._timeout_s = timeout_s
         self.read = SyncTopicRead(cluster=source.cluster, topic=source.topic)
@@ -65,7 +86,7 @@ class SyncFollower:
         self.broken: str | None = None
         """Set when a record is not a sync this build can read: translations stop."""
         self.gaps_filled = 0
-        self._gap_reader: Consumer | None = None
+        self._gap_reader: TopicReader | None = None
 
     @property
     def next_offsets(self) -> dict[int, int]:
@@ -79,6 +100,7 @@ class SyncFollower:
             self.source.topic,
             cluster=self.source.cluster,
             timeout_s=max(self._timeout_s, 60.0),
+            clients=self._clients,
         )
         self.read = read
         self._next = dict(read.ends)
@@ -136,56 +158,54 @@ class SyncFollower:
         self._next[partition] = offset + 1
 
     def read_range(self, gap: Gap) -> list[SyncRecord]:
-        """The records of ``gap`` a ``read_committed`` consumer returns (blocking). On a sync
+        """The records of ``gap`` a ``read_committed`` reader returns (blocking). On a sync
         topic written in transactions (exactly-once flows) every commit marker is such a gap,
-        several a second: one consumer is kept for them and only re-assigned."""
-        if self._gap_reader is None:
-            self._gap_reader = Consumer(
-                {
-                    **self._client,
-                    "group.id": naming.CHECKPOINTS_READER_GROUP,  # never joined, never committed
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                    "isolation.level": "read_committed",
-                    "enable.partition.eof": True,
-                    "auto.offset.reset": "earliest",
-                    "socket.connection.setup.timeout.ms": 3000,
-                    "fetch.wait.max.ms": 50,
-                    **QUIET,
-                }
-            )
-        consumer = self._gap_reader
-        where = f"offset-sync topic {self.source.topic} on {self.source.cluster}"
+        several a second: one reader is kept for them, and a new one built after a failure.
+
+        Gives up with :class:`~drsvc.errors.KafkaUnavailableError` naming the topic, the
+        cluster and where the read stopped when it makes no progress for ``timeout_s``, and
+        when the partition's readable end is still before the gap's end (the records the agent
+        was handed are not readable yet): the caller asks again."""
+        reader = self._reader()
         records: list[SyncRecord] = []
-        deadline = time.monotonic() + self._timeout_s
         try:
-            consumer.assign([KafkaPartition(self.source.topic, gap.partition, gap.start)])
-            while time.monotonic() < deadline:
-                for msg in consumer.consume(1000, 0.2):
-                    offset = msg.offset()
-                    error = msg.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            if offset is not None and offset >= gap.stop:
-                                return records  # the rest of the gap held no sync
-                            continue
-                        if error.fatal():
-                            raise KafkaUnavailableError(f"{where}: {error.str()}")
-                        continue
-                    if offset is None:
-                        continue
-                    if offset >= gap.stop:
-                        return records
-                    records.append((offset, msg.key(), msg.value()))
-                    if offset + 1 >= gap.stop:
-                        return records
-        except KafkaException as err:
-            self.close()  # a fresh consumer for the next gap
-            raise KafkaUnavailableError(f"{where}: {err.args[0].str()}") from err
-        raise KafkaUnavailableError(
-            f"{where}: offsets {gap.start}-{gap.stop - 1} of partition {gap.partition} not read "
-            f"within {self._timeout_s:.0f}s"
-        )
+            for batch in reader.forward({gap.partition: (gap.start, gap.stop)}):
+                for message in batch:
+                    offset = message.offset()
+                    if offset is not None:  # always, for a record
+                        records.append((offset, message.key(), message.value()))
+        except DrsvcError:
+            self.close()  # a fresh reader for the next gap
+            raise
+        reached = reader.state.reached.get(gap.partition, gap.start)
+        if reached < gap.stop:
+            # Filling the gap now would skip the offsets past ``reached`` for good.
+            raise KafkaUnavailableError(
+                f"reading offset-sync topic {self.source.topic} on {self.source.cluster}: "
+                f"partition {gap.partition} is readable up to {reached} only, before the end "
+                f"of offsets {gap.start}-{gap.stop - 1}"
+            )
+        return records
+
+    def _reader(self) -> TopicReader:
+        if self._gap_reader is None:
+            consumer = self._clients.consumer(
+                self.source.cluster,
+                {
+                    # never joined, never committed
+                    **reader_settings(naming.CHECKPOINTS_READER_GROUP, committed=True),
+                    **_GAP_SETTINGS,
+                },
+            )
+            self._gap_reader = TopicReader(
+                consumer,
+                self.source.topic,
+                cluster=self.source.cluster,
+                what="offset-sync topic",
+                clock=self._clients.clock,
+                limits=ReadLimits(stall_s=self._timeout_s, batch=_GAP_BATCH, poll_s=_GAP_POLL_S),
+            )
+        return self._gap_reader
 
     def close(self) -> None:
         """Let the gap reader go (a new one is made when needed)."""

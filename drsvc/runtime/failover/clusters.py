@@ -8,15 +8,11 @@ checkpoint topic reader and the admin helpers; nothing is translated twice.
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import ClusterMetadata  # type: ignore[attr-defined]
-
-from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.errors import ConfigError, DrsvcError, KafkaUnavailableError
 from drsvc.kafka.admin import (
     PartitionError,
     alter_group_offsets,
@@ -24,6 +20,9 @@ from drsvc.kafka.admin import (
     describe_topics,
     list_offsets,
 )
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.errors import kafka_error, translated
+from drsvc.kafka.types import AdminClient, ClusterMetadata, KafkaError
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
 from drsvc.runtime.failover.fencing import FencingReport, fence_transactional_ids
 from drsvc.runtime.failover.replay import ReplaySource, ReplayTarget, replay
@@ -135,7 +134,14 @@ class FailoverClusters(Protocol):
 
 
 class KafkaFailoverClusters:
-    """:class:`FailoverClusters` over the topology's real clusters."""
+    """:class:`FailoverClusters` over the topology's real clusters.
+
+    Its admin clients and producers come from one :class:`~drsvc.kafka.clients.KafkaClients`
+    (``clients``, default: one over ``topology`` and ``bootstraps``), which keeps one admin
+    client per cluster for the life of this object. The translation view, the checkpoint,
+    repair and replay readers are handed the cluster's resolved settings
+    (:meth:`client_config`), as they take them.
+    """
 
     def __init__(
         self,
@@ -144,26 +150,35 @@ class KafkaFailoverClusters:
         *,
         timeout_s: float = 30.0,
         probe_timeout_s: float = 5.0,
+        clients: KafkaClients | None = None,
     ) -> None:
         self._topology = topology
         self._bootstraps = dict(bootstraps or {})
         self._timeout_s = timeout_s
         self._probe_timeout_s = probe_timeout_s
+        self._clients = clients if clients is not None else KafkaClients(topology, bootstraps)
         self._views: dict[str, KafkaClusterView] = {}
 
     def client_config(self, alias: str) -> dict[str, str]:
+        """Where cluster ``alias`` is and how to authenticate to it, secrets read now."""
         return self._topology.cluster(alias).client_config(self._bootstraps.get(alias))
 
     def _view(self, alias: str) -> KafkaClusterView:
         if alias not in self._views:
-            self._views[alias] = KafkaClusterView(alias, self.client_config(alias), self._timeout_s)
+            # The view shares this factory: one admin client per cluster, not one each.
+            self._views[alias] = KafkaClusterView(
+                alias, self.client_config(alias), self._timeout_s, clients=self._clients
+            )
         return self._views[alias]
+
+    def _admin(self, alias: str) -> AdminClient:
+        return self._clients.admin(alias)
 
     def _metadata(self, alias: str, timeout_s: float | None) -> ClusterMetadata | None:
         """The cluster's metadata, or None when it does not answer (with brokers) in time.
         Asked through the cluster's one admin client, whose connections outlive a probe: a new
         client per probe spends the probe's time on connecting (and TLS, SASL) first."""
-        admin = self._view(alias).admin
+        admin = self._admin(alias)
         try:
             metadata = admin.list_topics(
                 timeout=self._probe_timeout_s if timeout_s is None else timeout_s
@@ -207,7 +222,11 @@ class KafkaFailoverClusters:
     def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
         topic = self._topology.internal_names().checkpoints_topic(from_alias)
         read = read_checkpoints(
-            self.client_config(to_alias), topic, cluster=to_alias, timeout_s=self._timeout_s
+            self.client_config(to_alias),
+            topic,
+            cluster=to_alias,
+            timeout_s=self._timeout_s,
+            clients=self._clients,
         )
         return dict(read.checkpoints)
 
@@ -247,29 +266,28 @@ class KafkaFailoverClusters:
         return found
 
     def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:
-        admin = self._view(alias).admin
+        admin = self._admin(alias)
         described = describe_topics(admin, sorted(set(topics)), self._timeout_s)
         partitions = [(name, p) for name, info in described.items() for p in range(info.partitions)]
         return list_offsets(admin, partitions, "latest", self._timeout_s)
 
     def earliest(self, alias: str, partitions: Collection[Partition]) -> dict[Partition, int]:
-        return list_offsets(self._view(alias).admin, partitions, "earliest", self._timeout_s)
+        return list_offsets(self._admin(alias), partitions, "earliest", self._timeout_s)
 
     def live_members(self, alias: str, group: str) -> int:
-        return describe_group(self._view(alias).admin, group, self._timeout_s).members
+        return describe_group(self._admin(alias), group, self._timeout_s).members
 
     def group_members(self, alias: str, group: str) -> list[GroupMember]:
-        admin = self._view(alias).admin
-        what = f"describing consumer group '{group}' on '{alias}'"
-        future = admin.describe_consumer_groups([group], request_timeout=self._timeout_s)[group]
+        admin = self._admin(alias)
         try:
-            description = future.result(timeout=self._timeout_s)
-        except KafkaException as err:
-            if err.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            with translated(f"describing consumer group '{group}'", alias):
+                future = admin.describe_consumer_groups([group], request_timeout=self._timeout_s)
+                description = future[group].result(timeout=self._timeout_s)
+        except DrsvcError as err:
+            error = None if err.__cause__ is None else kafka_error(err.__cause__)
+            if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return []
-            raise KafkaUnavailableError(f"{what}: {err.args[0].str()}") from err
-        except concurrent.futures.TimeoutError as err:
-            raise KafkaUnavailableError(f"{what}: no answer within {self._timeout_s:.0f}s") from err
+            raise
         return [
             GroupMember(str(m.member_id), str(m.client_id), str(m.host))
             for m in description.members
@@ -280,14 +298,12 @@ class KafkaFailoverClusters:
     ) -> dict[Partition, PartitionError | None]:
         if any(offset < 0 for offset in offsets.values()):
             raise ConfigError(f"negative offset for group '{group}' on '{alias}': {offsets}")
-        return alter_group_offsets(self._view(alias).admin, group, offsets, self._timeout_s)
+        return alter_group_offsets(self._admin(alias), group, offsets, self._timeout_s)
 
     def fence(
         self, alias: str, transactional_ids: Sequence[str], timeout_s: float
     ) -> FencingReport:
-        return fence_transactional_ids(
-            alias, self.client_config(alias), transactional_ids, timeout_s=timeout_s
-        )
+        return fence_transactional_ids(alias, self._clients, transactional_ids, timeout_s=timeout_s)
 
     def replay(
         self,

@@ -40,14 +40,12 @@ import logging
 import os
 import signal
 import socket
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Protocol
 
 from drsvc.adapters.coordination import (
     DEFAULT_LOCK_DELAY_S,
@@ -65,7 +63,9 @@ from drsvc.errors import (
     KafkaUnavailableError,
     RefusedError,
     RequestMismatchError,
+    TemporaryError,
 )
+from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.runtime.failover.clusters import FailoverClusters, Partition
 from drsvc.runtime.failover.core_errors import checked_request_id, core_refusals
 from drsvc.runtime.failover.flow_switch import (
@@ -126,28 +126,6 @@ _MIN_FENCING_TIMEOUT_S = 5.0
 _FENCING_TIMEOUT_S = 30.0
 #: how many partitions a refusal or a timeout names before it says how many more there are
 _SHOWN = 10
-
-
-class Clock(Protocol):
-    """Wall time (what records and the lease share across machines), monotonic time (what
-    deadlines use) and sleeping."""
-
-    def time_ms(self) -> int: ...
-
-    def monotonic(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def time_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -282,7 +260,7 @@ class FailoverExecutor:
             return plan, sorted(self._targets(app, plan)), ""
         except RefusedError as err:
             return plan, [], f"set-offsets would fail now: {err}"
-        except KafkaUnavailableError as err:
+        except TemporaryError as err:
             return plan, [], f"group positions unknown: {err}"
 
     def active(self, app: Application) -> ActiveDocument:
@@ -750,7 +728,7 @@ class FailoverExecutor:
             lock.ensure_held()
             try:
                 lags = self._lags(app, plan)
-            except KafkaUnavailableError as err:  # a cluster hiccup: ask again until the deadline
+            except TemporaryError as err:  # a cluster hiccup: ask again until the deadline
                 lags = [str(err)]
             if not lags:
                 return _StepResult(Outcome.OK, "every group translates exactly, nothing lags")
@@ -1031,7 +1009,7 @@ class FailoverExecutor:
         switch goes on without it)."""
         try:
             ends = self._clusters.partition_ends(plan.from_cluster, sorted(app.topics))
-        except KafkaUnavailableError as err:
+        except DrsvcError as err:  # an ACL refusal too: the watch is evidence, never a stop
             log.warning(
                 "failover %s: the ends of %s's topics on %s are unknown (%s): records written "
                 "there under an old epoch will not be counted",

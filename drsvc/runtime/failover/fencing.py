@@ -26,13 +26,14 @@ still be appended after the switch (see "Fencing" in ``docs/failover.md``).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.clock import Clock
+from drsvc.kafka.errors import describe, retriable
 
 __all__ = [
     "DEFAULT_FENCING_TIMEOUT_S",
@@ -66,9 +67,6 @@ class TransactionalClient(Protocol):
     def init_transactions(self, timeout: float) -> None: ...
 
     def close(self) -> bool: ...
-
-
-ClientFactory = Callable[[dict[str, str]], TransactionalClient]
 
 
 @dataclass(frozen=True)
@@ -109,78 +107,62 @@ class FencingReport:
         return text
 
 
-def _default_client(config: dict[str, str]) -> TransactionalClient:
-    return Producer(config)
-
-
-def _retriable(err: Exception) -> bool:
-    return (
-        isinstance(err, KafkaException)
-        and bool(err.args)
-        and isinstance(err.args[0], KafkaError)
-        and err.args[0].retriable()
-    )
-
-
-def _reason(err: Exception) -> str:
-    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
-        error: KafkaError = err.args[0]
-        return f"{error.name()}: {error.str()}"
-    return f"{type(err).__name__}: {err}"
-
-
-def _initialise(
-    client: TransactionalClient,
-    deadline: float,
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-) -> str | None:
+def _initialise(client: TransactionalClient, deadline: float, clock: Clock) -> str | None:
     """Initialise transactions until it succeeds (None) or fails for good (the reason)."""
     while True:
         try:
-            client.init_transactions(max(deadline - clock(), 0.001))
+            client.init_transactions(max(deadline - clock.monotonic(), 0.001))
             return None
         except Exception as err:  # every failure is this id's, reported, never raised
-            left = deadline - clock()
-            # a coordinator still loading, or moving: the same producer may try again
-            if not _retriable(err) or left <= 0:
-                return _reason(err)
-            sleep(min(_RETRY_BACKOFF_S, left))
-            if deadline - clock() <= 0:
-                return _reason(err)
+            left = deadline - clock.monotonic()
+            # a coordinator still loading or moving, a dropped connection: the same producer
+            # may try again
+            if not retriable(err) or left <= 0:
+                return describe(err)
+            clock.sleep(min(_RETRY_BACKOFF_S, left))
+            if deadline - clock.monotonic() <= 0:
+                return describe(err)
 
 
 def fence_transactional_ids(
     cluster: str,
-    client_config: Mapping[str, str],
+    clients: KafkaClients | Mapping[str, Any],
     transactional_ids: Sequence[str],
     *,
     timeout_s: float = DEFAULT_FENCING_TIMEOUT_S,
-    client_factory: ClientFactory = _default_client,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock | None = None,
     parallel: int = DEFAULT_PARALLEL,
 ) -> FencingReport:
-    """Fence every id of ``transactional_ids`` on ``cluster`` (reached with ``client_config``,
-    as :meth:`drsvc.runtime.failover.clusters.KafkaFailoverClusters.client_config` builds it):
-    initialise a transactional producer with each, all within ``timeout_s``. Returns the report;
-    one id's failure (an unreachable coordinator, no time left, an authorisation error) is in
-    its ``failed``, never raised."""
+    """Fence every id of ``transactional_ids`` on ``cluster``: initialise a transactional
+    producer with each, all within ``timeout_s``. Returns the report; one id's failure (an
+    unreachable coordinator, no time left, an authorisation error) is in its ``failed``, never
+    raised.
+
+    The producers come from ``clients``, a client factory that knows ``cluster``, or, for a
+    caller that holds only the cluster's resolved settings (what
+    :meth:`Cluster.client_config <drsvc.topology.models.Cluster.client_config>` gives), from a
+    factory built on them. ``clock`` (default: the factory's) bounds the run and paces the
+    retries."""
+    factory = (
+        clients
+        if isinstance(clients, KafkaClients)
+        else KafkaClients.for_configs({cluster: clients}, clock=clock)
+    )
+    timer = factory.clock if clock is None else clock
     asked = tuple(dict.fromkeys(transactional_ids))
-    started = clock()
+    started = timer.monotonic()
     deadline = started + timeout_s
 
     def fence(transactional_id: str) -> FenceFailure | None:
-        left = deadline - clock()
+        left = deadline - timer.monotonic()
         if left <= 0:
             return FenceFailure(transactional_id, f"not tried: the {timeout_s:g}s bound ran out")
-        config = {**client_config, "transactional.id": transactional_id}
-        config["client.id"] = FENCING_CLIENT_ID
+        overlay = {"transactional.id": transactional_id, "client.id": FENCING_CLIENT_ID}
         try:
-            client = client_factory(config)
+            client: TransactionalClient = factory.producer(cluster, overlay)
         except Exception as err:  # a bad configuration: this id's failure, reported
-            return FenceFailure(transactional_id, _reason(err))
-        failure = _initialise(client, deadline, clock, sleep)
+            return FenceFailure(transactional_id, describe(err))
+        failure = _initialise(client, deadline, timer)
         if failure is None:
             client.close()
             return None
@@ -202,7 +184,7 @@ def fence_transactional_ids(
         cluster,
         fenced=tuple(i for i in asked if i not in not_fenced),
         failed=failed,
-        took_s=clock() - started,
+        took_s=timer.monotonic() - started,
         asked=asked,
     )
     log.info("%s", report.detail())

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from drsvc.adapters.coordination import Coordinator, Lock, Put
 from drsvc.errors import RefusedError
+from drsvc.kafka.clock import Clock
 from drsvc.runtime.failover.clusters import FailoverClusters
 from drsvc.runtime.failover.fencing import DEFAULT_FENCING_TIMEOUT_S
 from drsvc.runtime.failover.flow_switch import FlowSwitch, start_topics
-from drsvc.topology.models import Application
+from drsvc.topology.models import Application, Topology
 from failover import naming
-from failover.failover_plan import FailoverRecord
+from failover.active import ActiveDocument
+from failover.failover_plan import FailoverPlan, FailoverRecord
 from failover.failover_record import encode_record
 from failover.site_recovery import (
     PartitionOffset,
@@ -45,10 +47,34 @@ from failover.site_recovery import (
     skip_floors,
 )
 
-if TYPE_CHECKING:
-    from drsvc.runtime.failover.executor import Clock, FailoverExecutor
+__all__ = ["RecoveryHost", "SiteRecoverer"]
 
-__all__ = ["SiteRecoverer"]
+
+class RecoveryHost(Protocol):
+    """What a recovery needs of the failover executor that runs it: its records, locks and
+    events. Declared here, so that the recovery depends on this interface and the executor,
+    which builds the recoverer, on the recovery (one direction, no import cycle)."""
+
+    @property
+    def topology(self) -> Topology: ...
+
+    def application(self, name: str) -> Application: ...
+
+    def active(self, app: Application) -> ActiveDocument: ...
+
+    def record(self, failover_id: str) -> FailoverRecord: ...
+
+    def records(self) -> list[FailoverRecord]: ...
+
+    def lock(
+        self, app: Application, failover_id: str, *, wait: bool, wait_s: float | None = None
+    ) -> Lock: ...
+
+    def save(self, record: FailoverRecord, lock: Lock) -> None: ...
+
+    def remote_copies(self, app: Application, plan: FailoverPlan) -> dict[str, str]: ...
+
+    def event(self, message: str) -> None: ...
 
 
 class SiteRecoverer:
@@ -56,7 +82,7 @@ class SiteRecoverer:
 
     def __init__(
         self,
-        executor: FailoverExecutor,
+        executor: RecoveryHost,
         coordinator: Coordinator,
         clusters: FailoverClusters,
         clock: Clock,

@@ -17,22 +17,19 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
-
-from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.errors import ConfigError, DrsvcError, KafkaUnavailableError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.clock import Clock
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import KafkaError, Message
 from drsvc.runtime.heartbeats.client_logs import kafka_client_logger
 from drsvc.runtime.heartbeats.metrics import HeartbeatMetrics, heartbeat_metrics
 from drsvc.runtime.heartbeats.outage import OutageLog
-from drsvc.runtime.heartbeats.topic import (
-    HEARTBEAT_RETENTION_MS,
-    ensure_heartbeat_topic,
-    heartbeat_admin,
-)
+from drsvc.runtime.heartbeats.topic import HEARTBEAT_RETENTION_MS, ensure_heartbeat_topic
 from failover import heartbeats, naming
 
 log = logging.getLogger(__name__)
@@ -81,11 +78,11 @@ class EmitterSettings:
 
 
 def producer_config(settings: EmitterSettings) -> dict[str, Any]:
-    """The emitter's producer: every record acknowledged by all in-sync replicas, nothing held
-    back by batching, nothing delivered after a few intervals, quick reconnects."""
+    """The emitter's own settings of its producer (the client factory adds where the cluster is
+    and how to reach it): every record acknowledged by all in-sync replicas, nothing held back
+    by batching, nothing delivered after a few intervals, quick reconnects."""
     timeout_ms = settings.delivery_timeout_ms
-    config: dict[str, Any] = dict(settings.client)
-    config.update(
+    return dict(
         {
             "acks": "all",
             "linger.ms": 0,
@@ -102,7 +99,6 @@ def producer_config(settings: EmitterSettings) -> dict[str, Any]:
             "logger": kafka_client_logger(),
         }
     )
-    return config
 
 
 @dataclass
@@ -117,26 +113,33 @@ class EmitterStats:
 
 
 class HeartbeatEmitter:
-    """Writes a heartbeat of ``settings.cluster`` every interval until :meth:`stop`."""
+    """Writes a heartbeat of ``settings.cluster`` every interval until :meth:`stop`.
+
+    Its producer and admin client come from ``clients``, a factory that knows the cluster
+    (default: one over ``settings.client``); ``ensure_topic`` replaces the topic check (for
+    tests); ``clock`` (default: the factory's) gives the ticks and the heartbeats' wall time.
+    """
 
     def __init__(
         self,
         settings: EmitterSettings,
         *,
         metrics: HeartbeatMetrics | None = None,
-        producer_factory: Callable[[dict[str, Any]], HeartbeatProducer] | None = None,
+        clients: KafkaClients | None = None,
         ensure_topic: Callable[[], object] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock: Clock | None = None,
     ) -> None:
         self.settings = settings
         self.stats = EmitterStats()
         self.emitter_id = secrets.randbits(64)
         self._metrics = metrics if metrics is not None else heartbeat_metrics()
-        self._producer_factory = producer_factory or _real_producer
+        self._clients = (
+            clients
+            if clients is not None
+            else KafkaClients.for_configs({settings.cluster: settings.client}, clock=clock)
+        )
         self._ensure_topic = ensure_topic or self._create_topic
-        self._clock = clock
-        self._wall_clock_ms = wall_clock_ms
+        self._clock: Clock = clock if clock is not None else self._clients.clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._outage = OutageLog(f"heartbeats to {settings.cluster}", log)
@@ -170,25 +173,27 @@ class HeartbeatEmitter:
 
     def run(self) -> None:
         """Emit until stopped (the thread's body; callable directly too)."""
-        producer = self._producer_factory(producer_config(self.settings))
+        producer: HeartbeatProducer = self._clients.producer(
+            self.settings.cluster, producer_config(self.settings)
+        )
         interval = self.settings.interval_s
-        next_tick = self._clock()
+        next_tick = self._clock.monotonic()
         # An emitter that died would make its cluster look dead: it survives anything.
         crashes = OutageLog(f"heartbeat emitter of {self.settings.cluster}", log)
         try:
             while not self._stop.is_set():
                 try:
-                    now = self._clock()
+                    now = self._clock.monotonic()
                     if now >= next_tick:
                         self.emit_once(producer, now)
                         next_tick += interval
                         if next_tick <= now:
                             # Fell behind (a slow topic check): skip the missed ticks, no burst.
                             next_tick = now + interval
-                    producer.poll(max(0.0, min(0.1, next_tick - self._clock())))
-                    crashes.succeeded(self._clock())
+                    producer.poll(max(0.0, min(0.1, next_tick - self._clock.monotonic())))
+                    crashes.succeeded(self._clock.monotonic())
                 except Exception as err:
-                    crashes.failed(repr(err), self._clock(), with_traceback=True)
+                    crashes.failed(repr(err), self._clock.monotonic(), with_traceback=True)
                     self._stop.wait(interval)
         finally:
             producer.flush(min(2.0, interval))
@@ -207,25 +212,26 @@ class HeartbeatEmitter:
             self._recheck_topic = not self._try_ensure_topic(now)
         beat = heartbeats.Heartbeat(
             source=self.settings.cluster,
-            emitted_at_ms=self._wall_clock_ms(),
+            emitted_at_ms=self._clock.time_ms(),
             emitter_id=self.emitter_id,
             sequence=self.stats.attempted,
         )
         self.stats.attempted += 1
         try:
-            producer.produce(
-                self.settings.topic,
-                heartbeats.encode(beat),
-                self._key,
-                on_delivery=self._on_delivery,
-            )
+            with translated("sending a heartbeat"):
+                producer.produce(
+                    self.settings.topic,
+                    heartbeats.encode(beat),
+                    self._key,
+                    on_delivery=self._on_delivery,
+                )
         except BufferError:
             self._failed("the producer queue is full", now)
-        except KafkaException as err:
-            self._failed(err.args[0].str(), now)
+        except DrsvcError as err:
+            self._failed(str(err), now)
 
     def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
-        now = self._clock()
+        now = self._clock.monotonic()
         if err is None:
             self.stats.delivered += 1
             self.stats.last_delivered_at = now
@@ -258,15 +264,10 @@ class HeartbeatEmitter:
         return True
 
     def _create_topic(self) -> bool:
-        admin = heartbeat_admin(self.settings.client)
+        admin = self._clients.admin(self.settings.cluster)
         return ensure_heartbeat_topic(
             admin,
             self.settings.topic,
             retention_ms=self.settings.retention_ms,
             timeout_s=self.settings.ensure_timeout_s,
         )
-
-
-def _real_producer(config: dict[str, Any]) -> HeartbeatProducer:
-    producer: HeartbeatProducer = Producer(config)
-    return producer

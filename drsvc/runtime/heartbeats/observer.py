@@ -18,25 +18,20 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import (
-    OFFSET_END,
-    Consumer,
-    KafkaException,
-    Message,
-    TopicPartition,
-)
-
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import DrsvcError, KafkaUnavailableError
 from drsvc.kafka.admin import TopicInfo
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.clock import Clock
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import OFFSET_END, Message, TopicPartition
 from drsvc.runtime.heartbeats.client_logs import kafka_client_logger
 from drsvc.runtime.heartbeats.metrics import HeartbeatMetrics, heartbeat_metrics
 from drsvc.runtime.heartbeats.outage import OutageLog
-from drsvc.runtime.heartbeats.topic import find_topics, heartbeat_admin
+from drsvc.runtime.heartbeats.topic import find_topics
 from drsvc.topology.models import Topology
 from failover import heartbeats, naming
 from failover.errors import HeartbeatFormatError
@@ -76,11 +71,11 @@ def followed_topics(topology: Topology, observer: str) -> dict[str, frozenset[st
     return {topic: frozenset(sources) for topic, sources in topics.items()}
 
 
-def consumer_config(client: Mapping[str, str], observer: str) -> dict[str, Any]:
-    """An observer's consumer: assigned partitions only (the group is never joined, nothing is
-    committed), short fetch waits, quick reconnects."""
-    config: dict[str, Any] = dict(client)
-    config.update(
+def consumer_config(observer: str) -> dict[str, Any]:
+    """The settings of an observer's consumer on cluster ``observer`` (the client factory adds
+    where the cluster is and how to reach it): assigned partitions only (the group is never
+    joined, nothing is committed), short fetch waits, quick reconnects."""
+    return dict(
         {
             "group.id": naming.heartbeat_observer_group(observer),
             "enable.auto.commit": False,
@@ -95,7 +90,6 @@ def consumer_config(client: Mapping[str, str], observer: str) -> dict[str, Any]:
             "logger": kafka_client_logger(),
         }
     )
-    return config
 
 
 @dataclass(frozen=True)
@@ -112,7 +106,12 @@ class ObserverSettings:
 
 class HeartbeatObserver:
     """Follows heartbeats on every cluster of a topology (or those given) and says how fresh each
-    (observer, source) pair is."""
+    (observer, source) pair is.
+
+    Its consumers and admin clients come from ``clients`` (default: a factory over ``topology``
+    and ``bootstrap``); ``finder_factory`` gives an observing cluster's topic finder instead of
+    its admin client (for tests); ``clock`` (default: the factory's) measures freshness.
+    """
 
     def __init__(
         self,
@@ -122,21 +121,20 @@ class HeartbeatObserver:
         *,
         clusters: Iterable[str] | None = None,
         metrics: HeartbeatMetrics | None = None,
-        consumer_factory: Callable[[dict[str, Any]], HeartbeatConsumer] | None = None,
-        finder_factory: Callable[[Mapping[str, str]], TopicFinder] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clients: KafkaClients | None = None,
+        finder_factory: Callable[[str], TopicFinder] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.settings = settings or ObserverSettings()
         observers = sorted(clusters) if clusters is not None else sorted(topology.clusters)
-        self._clients = {
-            alias: topology.cluster(alias).client_config(bootstrap.get(alias))
-            for alias in observers
-        }
+        self._kafka = clients if clients is not None else KafkaClients(topology, bootstrap)
+        for alias in observers:
+            # an unknown cluster or a missing secret is refused now, not on a watch thread
+            self._kafka.config(alias)
         self.routes = {alias: followed_topics(topology, alias) for alias in observers}
         self._metrics = metrics if metrics is not None else heartbeat_metrics()
-        self._consumer_factory = consumer_factory or _real_consumer
-        self._finder_factory = finder_factory or _real_topic_finder
-        self._clock = clock
+        self._finder_factory = finder_factory or self._admin_finder
+        self._clock: Clock = clock if clock is not None else self._kafka.clock
         self._lock = threading.Lock()
         self._trackers: dict[FreshnessKey, FreshnessTracker] = {}
         self._unreadable_reported: set[tuple[str, str]] = set()
@@ -156,7 +154,7 @@ class HeartbeatObserver:
 
     def freshness(self, now: float | None = None) -> dict[FreshnessKey, Freshness]:
         """Freshness of every (observer, source) pair watched so far."""
-        at = self._clock() if now is None else now
+        at = self._clock.monotonic() if now is None else now
         with self._lock:
             return {key: tracker.freshness(at) for key, tracker in sorted(self._trackers.items())}
 
@@ -164,7 +162,7 @@ class HeartbeatObserver:
         """Watch every observing cluster on a thread of its own."""
         if self._threads:
             return
-        self.begin(self._clock())
+        self.begin(self._clock.monotonic())
         for alias in self.routes:
             thread = threading.Thread(
                 target=self._watch, args=(alias,), name=f"heartbeat-observer-{alias}", daemon=True
@@ -255,12 +253,20 @@ class HeartbeatObserver:
 
     # ------------------------------------------------------------------ one observing cluster
 
+    def _admin_finder(self, observer: str) -> TopicFinder:
+        admin = self._kafka.admin(observer)
+
+        def find(names: list[str]) -> Mapping[str, TopicInfo]:
+            return find_topics(admin, names, timeout_s=2.0)
+
+        return find
+
     def _watch(self, observer: str) -> None:
         watch = _ClusterWatch(
             observer,
             sorted(self.routes[observer]),
-            lambda: self._consumer_factory(consumer_config(self._clients[observer], observer)),
-            self._finder_factory(self._clients[observer]),
+            lambda: self._kafka.consumer(observer, consumer_config(observer)),
+            self._finder_factory(observer),
         )
         # An observer that died would make every source look stale: it survives anything.
         crashes = OutageLog(f"observing heartbeats on {observer}", log)
@@ -268,19 +274,19 @@ class HeartbeatObserver:
         try:
             while not self._stop.is_set():
                 try:
-                    now = self._clock()
+                    now = self._clock.monotonic()
                     if now >= next_refresh:
                         watch.follow()
                         next_refresh = now + self.settings.refresh_interval_s
                     if watch.assigned:
                         messages = watch.consumer.consume(500, self.settings.poll_timeout_s)
-                        self.record(observer, messages, self._clock())
+                        self.record(observer, messages, self._clock.monotonic())
                     else:
                         self._stop.wait(self.settings.poll_timeout_s)
-                    self.publish(observer, self._clock())
-                    crashes.succeeded(self._clock())
+                    self.publish(observer, self._clock.monotonic())
+                    crashes.succeeded(self._clock.monotonic())
                 except Exception as err:
-                    crashes.failed(repr(err), self._clock(), with_traceback=True)
+                    crashes.failed(repr(err), self._clock.monotonic(), with_traceback=True)
                     self._stop.wait(1.0)
         finally:
             watch.consumer.close()
@@ -332,30 +338,20 @@ class _ClusterWatch:
         new = sorted(wanted - self.assigned)
         gone = sorted(self.assigned - wanted)
         try:
-            if gone:
-                self.consumer.incremental_unassign([TopicPartition(t, p) for t, p in gone])
+            with translated("assigning heartbeats partitions", self.observer):
+                if gone:
+                    self.consumer.incremental_unassign([TopicPartition(t, p) for t, p in gone])
+                if new:
+                    self.consumer.incremental_assign(
+                        [TopicPartition(t, p, OFFSET_END) for t, p in new]
+                    )
             if new:
-                self.consumer.incremental_assign([TopicPartition(t, p, OFFSET_END) for t, p in new])
                 log.info(
                     "observing heartbeats on %s in %s",
                     self.observer,
                     ", ".join(f"{t}-{p}" for t, p in new),
                 )
-        except KafkaException as err:
+        except DrsvcError as err:
             log.warning("following heartbeats topics on %s: %s (will retry)", self.observer, err)
             return
         self.assigned = wanted
-
-
-def _real_consumer(config: dict[str, Any]) -> HeartbeatConsumer:
-    consumer: HeartbeatConsumer = Consumer(config)
-    return consumer
-
-
-def _real_topic_finder(client: Mapping[str, str]) -> TopicFinder:
-    admin = heartbeat_admin(client)
-
-    def find(names: list[str]) -> Mapping[str, TopicInfo]:
-        return find_topics(admin, names, timeout_s=2.0)
-
-    return find

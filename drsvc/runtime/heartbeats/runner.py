@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from drsvc.errors import ConfigError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.clock import Clock
 from drsvc.runtime.heartbeats.emitter import EmitterSettings, HeartbeatEmitter
 from drsvc.runtime.heartbeats.observer import FreshnessKey, HeartbeatObserver, ObserverSettings
 from drsvc.topology.models import Topology
@@ -68,7 +69,9 @@ class FreshnessLog:
 
 
 class HeartbeatRunner:
-    """Emitters for ``clusters`` (default: every cluster of the topology) and observers on them."""
+    """Emitters for every cluster of the topology and observers on them, with their clients
+    from one factory (``clients``, default: one over ``topology`` and ``bootstrap``) and their
+    time from its clock, or from ``clock``."""
 
     def __init__(
         self,
@@ -78,10 +81,13 @@ class HeartbeatRunner:
         interval_s: float = 1.0,
         stale_after_s: float = 5.0,
         emit: bool = True,
-        clock: Callable[[], float] = time.monotonic,
+        clients: KafkaClients | None = None,
+        clock: Clock | None = None,
     ) -> None:
         check_timing(interval_s, stale_after_s)
         self.interval_s = interval_s
+        kafka = clients if clients is not None else KafkaClients(topology, bootstrap, clock=clock)
+        timing = clock if clock is not None else kafka.clock
         topic = topology.internal_names().heartbeats
         self.emitters = (
             [
@@ -92,7 +98,8 @@ class HeartbeatRunner:
                         topic=topic,
                         interval_s=interval_s,
                     ),
-                    clock=clock,
+                    clients=kafka,
+                    clock=timing,
                 )
                 for alias, cluster in sorted(topology.clusters.items())
             ]
@@ -103,10 +110,11 @@ class HeartbeatRunner:
             topology,
             bootstrap,
             ObserverSettings(stale_after_s=stale_after_s),
-            clock=clock,
+            clients=kafka,
+            clock=timing,
         )
         self.transitions = FreshnessLog()
-        self._clock = clock
+        self._clock = timing
 
     def start(self) -> None:
         for emitter in self.emitters:
@@ -125,6 +133,6 @@ class HeartbeatRunner:
         self.start()
         try:
             while not stop.wait(min(0.5, self.interval_s)):
-                self.transitions.update(self.observer.freshness(), self._clock())
+                self.transitions.update(self.observer.freshness(), self._clock.monotonic())
         finally:
             self.stop()

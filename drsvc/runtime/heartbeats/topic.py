@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from confluent_kafka.admin import AdminClient
-
 from drsvc.errors import KafkaUnavailableError
 from drsvc.kafka.admin import (
     TopicInfo,
-    admin_client,
     broker_ids,
     create_topic,
     describe_topics,
 )
+from drsvc.kafka.types import AdminClient
 
 #: A day of heartbeats is plenty to look back at an outage; older ones are of no use.
 HEARTBEAT_RETENTION_MS = 24 * 3600 * 1000
 
 #: Most replicas a heartbeats topic asks for; fewer on clusters with fewer brokers.
 MAX_REPLICATION_FACTOR = 3
-
-
-def heartbeat_admin(client: Mapping[str, str]) -> AdminClient:
-    """An admin client for heartbeat bookkeeping. Its failures reach the caller as exceptions,
-    which heartbeat code reports once per outage, so librdkafka's own line for every failed
-    connection attempt (many a second while a cluster is down) is switched off."""
-    return admin_client(client["bootstrap.servers"], {**client, "log_level": "2"})
 
 
 def heartbeat_topic_configs(retention_ms: int = HEARTBEAT_RETENTION_MS) -> dict[str, str]:

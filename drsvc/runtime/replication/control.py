@@ -120,10 +120,6 @@ def consul_reader(settings: WorkerSettings) -> ControlReader:
     return lambda: read_control(client, key)
 
 
-def write_control(client: ConsulClient, key: str, control: FlowControl) -> None:
-    client.kv_put(key, control.to_json())
-
-
 @dataclass
 class Throttle:
     """Keeps a byte rate at or under ``bytes_per_s`` over one-second windows."""

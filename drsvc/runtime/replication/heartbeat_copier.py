@@ -24,35 +24,35 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_END,
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
-
-from drsvc.errors import ConfigError, KafkaUnavailableError
+from drsvc.errors import ConfigError, DrsvcError, KafkaUnavailableError
 from drsvc.kafka.admin import (
     TopicInfo,
     grow_partitions,
     list_topic_names,
 )
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.clock import Clock
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import (
+    OFFSET_END,
+    TIMESTAMP_NOT_AVAILABLE,
+    AdminClient,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from drsvc.runtime.heartbeats.client_logs import kafka_client_logger
 from drsvc.runtime.heartbeats.outage import OutageLog
-from drsvc.runtime.heartbeats.topic import ensure_heartbeat_topic, find_topics, heartbeat_admin
+from drsvc.runtime.heartbeats.topic import ensure_heartbeat_topic, find_topics
 from drsvc.runtime.replication.settings import WorkerSettings
+from drsvc.runtime.replication.topics import flow_clients, topic_routes
 from failover import naming, provenance
-from failover.topic_rules import is_heartbeats_topic, topic_verdict
 
 log = logging.getLogger(__name__)
 
@@ -83,24 +83,8 @@ class HeartbeatCopierStats:
 
 def heartbeat_routes(topic_names: Iterable[str], settings: WorkerSettings) -> dict[str, str]:
     """The heartbeats topics among ``topic_names`` (on the flow's source) that the flow copies,
-    each with its name on the target. Loop and multi-hop rules apply as to any topic; topic
-    filters do not (heartbeats are always copied)."""
-    routes: dict[str, str] = {}
-    for name in sorted(topic_names):
-        if not is_heartbeats_topic(name, settings.policy, settings.names):
-            continue
-        verdict = topic_verdict(
-            name,
-            settings.source_alias,
-            settings.target_alias,
-            settings.policy,
-            topics=settings.topics,
-            names=settings.names,
-            allow_multi_hop=settings.allow_multi_hop,
-        )
-        if verdict.replicate and verdict.target_topic is not None:
-            routes[name] = verdict.target_topic
-    return routes
+    each with its name on the target (:func:`~drsvc.runtime.replication.topics.topic_routes`)."""
+    return topic_routes(topic_names, settings, heartbeats=True).copied
 
 
 def copy_headers(
@@ -114,11 +98,10 @@ def copy_headers(
 
 
 def copier_consumer_config(s: WorkerSettings) -> dict[str, Any]:
-    """The copier's source consumer: assigned partitions only (the group id is required by the
-    client, but never joined), no commits, starting at the end, short fetch waits, quick
-    reconnects."""
-    config: dict[str, Any] = dict(s.source_client)
-    config.update(
+    """The copier's own settings of its source consumer (the factory adds where the source is
+    and how to reach it): assigned partitions only (the group id is required by the client, but
+    never joined), no commits, starting at the end, short fetch waits, quick reconnects."""
+    return dict(
         {
             "group.id": naming.heartbeat_copier_group(s.source_alias, s.target_alias),
             "enable.auto.commit": False,
@@ -135,13 +118,12 @@ def copier_consumer_config(s: WorkerSettings) -> dict[str, Any]:
             "logger": kafka_client_logger(),
         }
     )
-    return config
 
 
 def copier_producer_config(s: WorkerSettings) -> dict[str, Any]:
-    """The copier's target producer: no batching delay, a short delivery timeout."""
-    config: dict[str, Any] = dict(s.target_client)
-    config.update(
+    """The copier's own settings of its target producer (the factory adds where the target is
+    and how to reach it): no batching delay, a short delivery timeout."""
+    return dict(
         {
             "acks": "all",
             "linger.ms": 1,
@@ -156,14 +138,25 @@ def copier_producer_config(s: WorkerSettings) -> dict[str, Any]:
             "logger": kafka_client_logger(),
         }
     )
-    return config
 
 
 class HeartbeatCopier:
-    """Copies a flow's heartbeats on a thread of its own (see the module docstring)."""
+    """Copies a flow's heartbeats on a thread of its own (see the module docstring).
 
-    def __init__(self, settings: WorkerSettings, refresh_interval_s: float = 5.0) -> None:
+    Its clients come from ``clients`` (default: the flow's, :func:`flow_clients`), its time from
+    ``clock`` (default: the factory's)."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        refresh_interval_s: float = 5.0,
+        *,
+        clients: KafkaClients | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.settings = settings
+        self._clients = clients if clients is not None else flow_clients(settings, clock)
+        self._clock: Clock = clock if clock is not None else self._clients.clock
         self.stats = HeartbeatCopierStats()
         self.refresh_interval_s = refresh_interval_s
         self._identity_loop_check = (
@@ -177,7 +170,7 @@ class HeartbeatCopier:
         self._assigned: set[tuple[str, int]] = set()
         self._source_topic_ids: dict[str, bytes] = {}
         #: when the consumer last returned records (or was given its partitions)
-        self._last_read_at = time.monotonic()
+        self._last_read_at = self._clock.monotonic()
         #: the source's log ends as last looked at, while the consumer reads nothing
         self._ends_seen: dict[tuple[str, int], int] = {}
         self.consumers_replaced = 0
@@ -212,32 +205,32 @@ class HeartbeatCopier:
     def run(self) -> None:
         """The copier's loop (the thread's body; callable directly too)."""
         s = self.settings
-        source_admin = heartbeat_admin(s.source_client)
-        target_admin = heartbeat_admin(s.target_client)
-        self._consumer = Consumer(copier_consumer_config(s))
-        producer = Producer(copier_producer_config(s))
+        source_admin = self._clients.admin(s.source_alias)
+        target_admin = self._clients.admin(s.target_alias)
+        self._consumer = self._new_consumer()
+        producer = self._clients.producer(s.target_alias, copier_producer_config(s))
         next_refresh = 0.0
         # A copier that died would make its source look dead on the target: it survives anything.
         crashes = OutageLog(f"heartbeat copier {s.flow_id}", log)
         try:
             while not self._stop.is_set():
                 try:
-                    now = time.monotonic()
+                    now = self._clock.monotonic()
                     if now >= next_refresh:
                         self._refresh(source_admin, target_admin)
-                        next_refresh = time.monotonic() + self.refresh_interval_s
+                        next_refresh = self._clock.monotonic() + self.refresh_interval_s
                     if self._assigned:
                         messages = self._consumer.consume(100, 0.1)
                         if messages:
-                            self._last_read_at = time.monotonic()
+                            self._last_read_at = self._clock.monotonic()
                         for msg in messages:
                             self._copy(producer, msg)
                     else:
                         self._stop.wait(0.1)
                     producer.poll(0)
-                    crashes.succeeded(time.monotonic())
+                    crashes.succeeded(self._clock.monotonic())
                 except Exception as err:
-                    crashes.failed(repr(err), time.monotonic(), with_traceback=True)
+                    crashes.failed(repr(err), self._clock.monotonic(), with_traceback=True)
                     self._stop.wait(1.0)
         finally:
             self._consumer.close()
@@ -252,9 +245,9 @@ class HeartbeatCopier:
             routes = heartbeat_routes(list_topic_names(source_admin, ADMIN_TIMEOUT_S), s)
             sources = find_topics(source_admin, sorted(routes), ADMIN_TIMEOUT_S)
         except KafkaUnavailableError as err:
-            self._source_outage.failed(str(err), time.monotonic())
+            self._source_outage.failed(str(err), self._clock.monotonic())
             return
-        self._source_outage.succeeded(time.monotonic())
+        self._source_outage.succeeded(self._clock.monotonic())
         self._follow_recreated(sources)
         self._replace_if_stuck()
         consumer = self._consumer
@@ -269,16 +262,17 @@ class HeartbeatCopier:
         new = sorted(wanted - self._assigned)
         gone = sorted(self._assigned - wanted)
         try:
-            if gone:
-                consumer.incremental_unassign([TopicPartition(t, p) for t, p in gone])
-            if new:
-                # From the end: heartbeats written before the copier (re)started are history.
-                consumer.incremental_assign([TopicPartition(t, p, OFFSET_END) for t, p in new])
-        except KafkaException as err:
+            with translated("assigning heartbeats partitions", s.source_alias):
+                if gone:
+                    consumer.incremental_unassign([TopicPartition(t, p) for t, p in gone])
+                if new:
+                    # From the end: heartbeats written before the copier (re)started are history.
+                    consumer.incremental_assign([TopicPartition(t, p, OFFSET_END) for t, p in new])
+        except DrsvcError as err:
             log.warning("heartbeat copier %s: following %s: %s", s.flow_id, ready, err)
             return
         if new:
-            self._last_read_at = time.monotonic()
+            self._last_read_at = self._clock.monotonic()
         if new or gone:
             log.info(
                 "heartbeat copier %s copies %s",
@@ -306,8 +300,13 @@ class HeartbeatCopier:
             self.settings.source_alias,
         )
         self._consumer.close()
-        self._consumer = Consumer(copier_consumer_config(self.settings))
+        self._consumer = self._new_consumer()
         self._assigned = set()
+
+    def _new_consumer(self) -> Consumer:
+        return self._clients.consumer(
+            self.settings.source_alias, copier_consumer_config(self.settings)
+        )
 
     def _replace_if_stuck(self) -> None:
         """Start a new consumer when the one assigned has read nothing for ``STUCK_AFTER_S``
@@ -318,17 +317,18 @@ class HeartbeatCopier:
         consumer = self._consumer
         if consumer is None or not self._assigned:
             return
-        if time.monotonic() - self._last_read_at < STUCK_AFTER_S:
+        if self._clock.monotonic() - self._last_read_at < STUCK_AFTER_S:
             self._ends_seen = {}
             return
         ends: dict[tuple[str, int], int] = {}
         try:
-            for topic, partition in sorted(self._assigned):
-                _low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=ADMIN_TIMEOUT_S, cached=False
-                )
-                ends[(topic, partition)] = high
-        except KafkaException:
+            with translated("looking at the heartbeats topics' ends", self.settings.source_alias):
+                for topic, partition in sorted(self._assigned):
+                    _low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=ADMIN_TIMEOUT_S, cached=False
+                    )
+                    ends[(topic, partition)] = high
+        except DrsvcError:
             return  # the source is not answering: nothing to tell yet
         grew = any(end > self._ends_seen.get(tp, end) for tp, end in ends.items())
         self._ends_seen = ends
@@ -338,15 +338,15 @@ class HeartbeatCopier:
             "heartbeat copier %s: its consumer read nothing for %.0fs while heartbeats kept "
             "arriving on %s; reading with a new consumer",
             self.settings.flow_id,
-            time.monotonic() - self._last_read_at,
+            self._clock.monotonic() - self._last_read_at,
             self.settings.source_alias,
         )
         self.consumers_replaced += 1
         consumer.close()
-        self._consumer = Consumer(copier_consumer_config(self.settings))
+        self._consumer = self._new_consumer()
         self._assigned = set()
         self._ends_seen = {}
-        self._last_read_at = time.monotonic()
+        self._last_read_at = self._clock.monotonic()
 
     def _ensure_remote(self, target_admin: AdminClient, remote: str, partitions: int) -> bool:
         """Make sure ``remote`` exists on the target with ``partitions`` or more; say if it does."""
@@ -368,9 +368,9 @@ class HeartbeatCopier:
                 have = found.partitions
         except (KafkaUnavailableError, ConfigError, TimeoutError) as err:
             # TimeoutError: growing partitions, when the target does not answer in time
-            self._target_outage.failed(f"{remote}: {err}", time.monotonic())
+            self._target_outage.failed(f"{remote}: {err}", self._clock.monotonic())
             return remote in self._remote_partitions
-        self._target_outage.succeeded(time.monotonic())
+        self._target_outage.succeeded(self._clock.monotonic())
         self._remote_partitions[remote] = have
         return True
 
@@ -391,22 +391,30 @@ class HeartbeatCopier:
             return
         ts_type, timestamp = msg.timestamp()
         try:
-            producer.produce(
-                remote,
-                msg.value(),
-                msg.key(),
-                # The remote topic was made with the source's partition count or more.
-                partition=partition if partition < self._remote_partitions.get(remote, 0) else -1,
-                timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else timestamp,
-                headers=copy_headers(headers, self.settings.source_alias, topic, partition, offset),
-                on_delivery=self._on_delivery,
-            )
-        except (BufferError, KafkaException) as error:
+            with translated(f"copying a heartbeat to {remote}", self.settings.target_alias):
+                producer.produce(
+                    remote,
+                    msg.value(),
+                    msg.key(),
+                    # The remote topic was made with the source's partition count or more.
+                    partition=(
+                        partition if partition < self._remote_partitions.get(remote, 0) else -1
+                    ),
+                    timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else timestamp,
+                    headers=copy_headers(
+                        headers, self.settings.source_alias, topic, partition, offset
+                    ),
+                    on_delivery=self._on_delivery,
+                )
+        except BufferError as error:  # the producer's queue is full
             self.stats.failed += 1
-            self._delivery.failed(f"{remote}: {error}", time.monotonic())
+            self._delivery.failed(f"{remote}: {error}", self._clock.monotonic())
+        except DrsvcError as error:
+            self.stats.failed += 1
+            self._delivery.failed(str(error), self._clock.monotonic())
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if err is None:
             self.stats.copied += 1
             self.stats.last_copy_at = now

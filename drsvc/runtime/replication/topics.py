@@ -10,16 +10,13 @@ re-synced periodically.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-
-from confluent_kafka.admin import AdminClient
+from typing import Protocol
 
 from drsvc.errors import KafkaUnavailableError
 from drsvc.kafka.admin import (
     TopicInfo,
-    admin_client,
     create_topic,
     describe_topic_configs,
     describe_topics,
@@ -27,6 +24,9 @@ from drsvc.kafka.admin import (
     list_topic_names,
     set_topic_configs,
 )
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.clock import Clock, SystemClock
+from drsvc.kafka.types import AdminClient
 from drsvc.runtime.replication.settings import WorkerSettings
 from failover.replication_policy import ReplicationPolicy
 from failover.topic_configs import config_drift, remote_topic_configs
@@ -38,6 +38,79 @@ from failover.topic_rules import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class FlowTopicRules(Protocol):
+    """What decides which of a source's topics a flow copies, and under which names (a
+    :class:`~drsvc.runtime.replication.settings.WorkerSettings` or a :class:`TopicMirror`)."""
+
+    @property
+    def source_alias(self) -> str: ...
+
+    @property
+    def target_alias(self) -> str: ...
+
+    @property
+    def policy(self) -> ReplicationPolicy: ...
+
+    @property
+    def topics(self) -> NameFilter: ...
+
+    @property
+    def names(self) -> InternalTopicNames: ...
+
+    @property
+    def allow_multi_hop(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TopicRoutes:
+    """Where a flow copies some of its source's topics, and why it leaves the others."""
+
+    #: source topic -> its remote name on the target
+    copied: dict[str, str]
+    #: source topic -> why the flow does not copy it
+    skipped: dict[str, str]
+
+
+def topic_routes(
+    topic_names: Iterable[str], flow: FlowTopicRules, *, heartbeats: bool
+) -> TopicRoutes:
+    """The routes of ``flow`` for those of ``topic_names`` (on its source) that are heartbeats
+    topics (``heartbeats=True``) or that are not: the two are copied apart, heartbeats on a
+    lane of their own that never waits behind a data backlog. The loop and multi-hop rules
+    apply to both; topic filters apply to data topics only (heartbeats are always copied)."""
+    copied: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    for name in sorted(topic_names):
+        if is_heartbeats_topic(name, flow.policy, flow.names) != heartbeats:
+            continue
+        verdict = topic_verdict(
+            name,
+            flow.source_alias,
+            flow.target_alias,
+            flow.policy,
+            topics=flow.topics,
+            names=flow.names,
+            allow_multi_hop=flow.allow_multi_hop,
+        )
+        if verdict.replicate and verdict.target_topic is not None:
+            copied[name] = verdict.target_topic
+        else:
+            skipped[name] = verdict.reason
+    return TopicRoutes(copied, skipped)
+
+
+def flow_clients(settings: WorkerSettings, clock: Clock | None = None) -> KafkaClients:
+    """A client factory for a worker's flow: its source and target, by alias, reached with the
+    resolved settings the worker holds."""
+    return KafkaClients.for_configs(
+        {
+            settings.source_alias: settings.source_client,
+            settings.target_alias: settings.target_client,
+        },
+        clock=clock,
+    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +137,7 @@ class TopicMirror:
     source_admin: AdminClient
     target_admin: AdminClient
     config_resync_s: float = 60.0
+    clock: Clock = field(default_factory=SystemClock)
     mirrored: dict[str, MirroredTopic] = field(default_factory=dict)
     _desired_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     _last_config_sync: float = 0.0
@@ -75,30 +149,14 @@ class TopicMirror:
         A topic whose id changed (deleted and recreated on the source) or that disappeared is
         reported loudly: its copies on the target stay, but old offset syncs no longer apply.
         """
-        names = sorted(list_topic_names(self.source_admin))
-        wanted: dict[str, str] = {}
-        for name in names:
-            if is_heartbeats_topic(name, self.policy, self.names):
-                continue  # copied on their own lane, never behind a data backlog
-            verdict = topic_verdict(
-                name,
-                self.source_alias,
-                self.target_alias,
-                self.policy,
-                topics=self.topics,
-                names=self.names,
-                allow_multi_hop=self.allow_multi_hop,
-            )
-            if verdict.replicate and verdict.target_topic is not None:
-                wanted[name] = verdict.target_topic
-            elif self._skipped.get(name) != verdict.reason:
-                self._skipped[name] = verdict.reason
+        # heartbeats topics are copied on their own lane, never behind a data backlog
+        routes = topic_routes(list_topic_names(self.source_admin), self, heartbeats=False)
+        wanted = routes.copied
+        for name, reason in routes.skipped.items():
+            if self._skipped.get(name) != reason:
+                self._skipped[name] = reason
                 log.debug(
-                    "flow %s->%s skips %s: %s",
-                    self.source_alias,
-                    self.target_alias,
-                    name,
-                    verdict.reason,
+                    "flow %s->%s skips %s: %s", self.source_alias, self.target_alias, name, reason
                 )
         sources = describe_topics(self.source_admin, sorted(wanted))
         for gone in sorted(set(self.mirrored) - set(sources)):
@@ -110,7 +168,7 @@ class TopicMirror:
                 self.target_alias,
             )
             del self.mirrored[gone]
-        resync = time.monotonic() - self._last_config_sync > self.config_resync_s
+        resync = self.clock.monotonic() - self._last_config_sync > self.config_resync_s
         # The remote topics are looked at on every refresh, not only at a config resync: one
         # deleted (and maybe recreated) on the target must be noticed within seconds, or copies
         # would go to a new topic under syncs that still name the old one's id.
@@ -144,7 +202,7 @@ class TopicMirror:
                 )
             self.mirrored[name] = self._ensure_remote(source, wanted[name], previous, resync)
         if resync:
-            self._last_config_sync = time.monotonic()
+            self._last_config_sync = self.clock.monotonic()
         return dict(self.mirrored)
 
     def _ensure_remote(
@@ -205,14 +263,14 @@ class TopicMirror:
 
     def _describe_remote(self, remote_name: str) -> TopicInfo:
         # Topic creation is asynchronous on the brokers: wait briefly until metadata has it.
-        deadline = time.monotonic() + 15.0
+        deadline = self.clock.monotonic() + 15.0
         while True:
             found = describe_topics(self.target_admin, [remote_name]).get(remote_name)
             if found is not None:
                 return found
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 raise KafkaUnavailableError(f"{remote_name} on {self.target_alias} did not appear")
-            time.sleep(0.2)
+            self.clock.sleep(0.2)
 
     def _desired(self, source_name: str, refresh: bool) -> Mapping[str, str]:
         if refresh or source_name not in self._desired_configs:
@@ -230,8 +288,10 @@ SYNC_TOPIC_CONFIGS: Mapping[str, str] = {
 }
 
 
-def mirror_for(settings: WorkerSettings) -> TopicMirror:
-    """The topic mirror of a worker's flow, with admin clients on its source and target."""
+def mirror_for(settings: WorkerSettings, *, clients: KafkaClients | None = None) -> TopicMirror:
+    """The topic mirror of a worker's flow, with the admin clients of its source and target
+    from ``clients`` (default: :func:`flow_clients`), and its clock."""
+    kafka = clients if clients is not None else flow_clients(settings)
     return TopicMirror(
         source_alias=settings.source_alias,
         target_alias=settings.target_alias,
@@ -239,12 +299,9 @@ def mirror_for(settings: WorkerSettings) -> TopicMirror:
         topics=settings.topics,
         names=settings.names,
         allow_multi_hop=settings.allow_multi_hop,
-        source_admin=admin_client(
-            settings.source_client["bootstrap.servers"], settings.source_client
-        ),
-        target_admin=admin_client(
-            settings.target_client["bootstrap.servers"], settings.target_client
-        ),
+        source_admin=kafka.admin(settings.source_alias),
+        target_admin=kafka.admin(settings.target_alias),
+        clock=kafka.clock,
     )
 
 

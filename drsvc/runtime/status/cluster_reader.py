@@ -3,36 +3,27 @@
 :class:`ClusterReader` is the whole of status's I/O: topics and their partition counts, a group's
 committed offsets (with their metadata), log start and end offsets, and who in a consumer group is
 assigned which partitions. :class:`KafkaClusterReader` reads them from a real cluster, with Kafka
-errors mapped to drsvc errors that name the cluster; unit tests use a fake.
+errors mapped to drsvc errors that name the cluster (:mod:`drsvc.kafka.errors`); unit tests use a
+fake.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-
-from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.kafka.admin import (
-    COORDINATOR_MOVING,
-    admin_client,
     ask_committed,
-    group_offsets_consumer,
+    consumer_group_members,
+    group_offsets_settings,
+    list_offsets,
 )
-from drsvc.runtime.translation.sync_reader import QUIET
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import AdminClient
+from drsvc.kafka.types import TopicPartition as KafkaPartition
 from failover.offset_syncs import TopicPartition
-
-_UNAVAILABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, *COORDINATOR_MOVING)
-_PARTITION_GONE = (
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError._UNKNOWN_TOPIC,
-)
 
 
 @dataclass(frozen=True)
@@ -88,24 +79,30 @@ class ClusterReader(Protocol):
 
 
 class KafkaClusterReader:
-    """:class:`ClusterReader` over a real cluster; every error names the cluster."""
+    """:class:`ClusterReader` over a real cluster; every error names the cluster and is mapped
+    by :mod:`drsvc.kafka.errors`. Its clients come from ``clients`` (built from
+    ``client_config`` when None): the cluster's one admin client, built here, and a consumer
+    per read of committed offsets."""
 
-    def __init__(self, alias: str, client_config: Mapping[str, str], timeout_s: float) -> None:
+    def __init__(
+        self,
+        alias: str,
+        client_config: Mapping[str, str],
+        timeout_s: float,
+        *,
+        clients: KafkaClients | None = None,
+    ) -> None:
         self.alias = alias
-        self._client = dict(client_config)
         self._timeout_s = timeout_s
-        try:
-            self._admin: AdminClient = admin_client(
-                self._client["bootstrap.servers"], {**self._client, **QUIET}
-            )
-        except KafkaException as err:
-            raise self._error("creating an admin client", err) from err
+        self._clients = (
+            clients if clients is not None else KafkaClients.for_configs({alias: client_config})
+        )
+        # Built now: settings the client refuses are reported before anything is read.
+        self._admin: AdminClient = self._clients.admin(alias)
 
     def partition_counts(self) -> dict[str, int]:
-        try:
+        with translated("listing topics", self.alias):
             metadata = self._admin.list_topics(timeout=self._timeout_s)
-        except KafkaException as err:
-            raise self._error("listing topics", err) from err
         return {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()
@@ -117,16 +114,11 @@ class KafkaClusterReader:
     ) -> dict[TopicPartition, Commit]:
         if not partitions:
             return {}
-        what = f"committed offsets of group '{group}'"
-        try:
-            consumer = group_offsets_consumer(self._client, group)
-        except KafkaException as err:
-            raise self._error(what, err) from err
+        consumer = self._clients.consumer(self.alias, group_offsets_settings(group))
         wanted = [KafkaPartition(tp.topic, tp.partition) for tp in partitions]
         try:
-            answer = ask_committed(consumer, wanted, self._timeout_s)
-        except KafkaException as err:
-            raise self._error(what, err) from err
+            with translated(f"committed offsets of group '{group}'", self.alias):
+                answer = ask_committed(consumer, wanted, self._timeout_s, clock=self._clients.clock)
         finally:
             consumer.close()
         return {
@@ -136,73 +128,38 @@ class KafkaClusterReader:
         }
 
     def log_starts(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
-        found = self._list_offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        found = self._list_offsets(partitions, "earliest")
         return {tp: offset for tp, offset in found.items() if offset >= 0}
 
     def log_ends(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
-        found = self._list_offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        found = self._list_offsets(partitions, "latest")
         return {tp: offset for tp, offset in found.items() if offset >= 0}
 
     def offsets_at(
         self, partitions: Collection[TopicPartition], timestamp_ms: int
     ) -> dict[TopicPartition, int | None]:
-        spec = OffsetSpec.for_timestamp(timestamp_ms)
-        found = self._list_offsets(partitions, spec)
+        found = self._list_offsets(partitions, timestamp_ms)
         return {tp: offset if offset >= 0 else None for tp, offset in found.items()}
 
     def group_members(self, group: str) -> list[GroupMember]:
-        what = f"members of group '{group}'"
-        try:
-            futures = self._admin.describe_consumer_groups([group], request_timeout=self._timeout_s)
-            description = futures[group].result(timeout=self._timeout_s)
-        except KafkaException as err:
-            if err.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return []
-            raise self._error(what, err) from err
-        except concurrent.futures.TimeoutError as err:
-            raise self._timed_out(what) from err
-        return [_member(member) for member in description.members]
+        members = consumer_group_members(self._admin, group, self._timeout_s, cluster=self.alias)
+        return [_member(member) for member in members]
 
     # -- helpers ------------------------------------------------------------------------------
 
     def _list_offsets(
-        self, partitions: Collection[TopicPartition], spec: Any
+        self,
+        partitions: Collection[TopicPartition],
+        which: Literal["earliest", "latest"] | int,
     ) -> dict[TopicPartition, int]:
-        if not partitions:
-            return {}
-        try:
-            futures = self._admin.list_offsets(
-                {KafkaPartition(tp.topic, tp.partition): spec for tp in partitions},
-                isolation_level=IsolationLevel.READ_COMMITTED,
-                request_timeout=self._timeout_s,
-            )
-        except KafkaException as err:
-            raise self._error("listing offsets", err) from err
-        offsets: dict[TopicPartition, int] = {}
-        for kafka_tp, future in futures.items():
-            tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
-            what = f"offsets of {tp.topic}-{tp.partition}"
-            try:
-                offsets[tp] = future.result(timeout=self._timeout_s).offset
-            except KafkaException as err:
-                if err.args[0].code() in _PARTITION_GONE:
-                    continue  # deleted since it was listed
-                raise self._error(what, err) from err
-            except concurrent.futures.TimeoutError as err:
-                raise self._timed_out(what) from err
-        return offsets
-
-    def _error(self, what: str, err: KafkaException) -> KafkaUnavailableError | ConfigError:
-        error: KafkaError = err.args[0]
-        message = f"cluster '{self.alias}': {what}: {error.str()}"
-        if error.retriable() or error.code() in _UNAVAILABLE:
-            return KafkaUnavailableError(message)
-        return ConfigError(message)
-
-    def _timed_out(self, what: str) -> KafkaUnavailableError:
-        return KafkaUnavailableError(
-            f"cluster '{self.alias}': {what}: no answer within {self._timeout_s:.0f}s"
+        found = list_offsets(
+            self._admin,
+            [(tp.topic, tp.partition) for tp in partitions],
+            which,
+            self._timeout_s,
+            cluster=self.alias,
         )
+        return {TopicPartition(topic, p): offset for (topic, p), offset in found.items()}
 
 
 def _member(member: Any) -> GroupMember:

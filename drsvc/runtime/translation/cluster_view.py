@@ -11,27 +11,22 @@ open transactions do not count yet), the same view the replicator copies with.
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-
-from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.kafka.admin import (
-    COORDINATOR_MOVING,
-    admin_client,
     ask_committed,
     describe_topics,
-    group_offsets_consumer,
+    group_offsets_settings,
+    list_offsets,
 )
-from drsvc.runtime.translation.sync_reader import QUIET, SyncTopicRead, read_sync_topic
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import AdminClient
+from drsvc.kafka.types import TopicPartition as KafkaPartition
+from drsvc.runtime.translation.sync_reader import SyncTopicRead, read_sync_topic
 from failover.offset_syncs import TopicPartition
-
-_UNAVAILABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, *COORDINATOR_MOVING)
 
 
 @dataclass(frozen=True)
@@ -65,39 +60,56 @@ class ClusterView(Protocol):
 
 
 class KafkaClusterView:
-    """:class:`ClusterView` over a real cluster; Kafka errors become drsvc errors here."""
+    """:class:`ClusterView` over a real cluster; Kafka errors become drsvc errors naming the
+    cluster (:mod:`drsvc.kafka.errors`).
 
-    def __init__(self, alias: str, client_config: Mapping[str, str], timeout_s: float = 30.0):
+    Its clients come from ``clients`` (built from ``client_config`` when None): one admin client
+    for the cluster, shared with whoever shares the factory, and a consumer per read.
+    """
+
+    def __init__(
+        self,
+        alias: str,
+        client_config: Mapping[str, str],
+        timeout_s: float = 30.0,
+        *,
+        clients: KafkaClients | None = None,
+    ):
         self.alias = alias
         self._client = dict(client_config)
         self._timeout_s = timeout_s
-        self._admin: AdminClient | None = None
+        self._clients = (
+            clients if clients is not None else KafkaClients.for_configs({alias: client_config})
+        )
+
+    @property
+    def clients(self) -> KafkaClients:
+        """The factory this view's clients come from."""
+        return self._clients
 
     @property
     def admin(self) -> AdminClient:
-        if self._admin is None:
-            self._admin = admin_client(self._client["bootstrap.servers"], {**self._client, **QUIET})
-        return self._admin
+        """The cluster's admin client (built on first use, then kept)."""
+        return self._clients.admin(self.alias)
 
     def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         # Every partition of the cluster, through a consumer of the group that never joins it
-        # (see group_offsets_consumer); a coordinator moving or loading is asked again.
-        consumer = group_offsets_consumer(self._client, group)
-        what = f"committed offsets of group '{group}'"
+        # (see group_offsets_settings); a coordinator moving or loading is asked again.
+        consumer = self._clients.consumer(self.alias, group_offsets_settings(group))
         try:
-            metadata = consumer.list_topics(timeout=self._timeout_s)
-            partitions = [
-                KafkaPartition(name, p)
-                for name, topic in sorted(metadata.topics.items())
-                if not name.startswith("__")  # Kafka's own topics
-                for p in sorted(topic.partitions)
-            ]
-            answer = ask_committed(consumer, partitions, self._timeout_s) if partitions else []
-        except KafkaException as err:
-            error: KafkaError = err.args[0]
-            if error.retriable() or error.code() in _UNAVAILABLE:
-                raise self._unavailable(what, err) from err
-            raise ConfigError(f"cluster '{self.alias}': {what}: {error.str()}") from err
+            with translated(f"committed offsets of group '{group}'", self.alias):
+                metadata = consumer.list_topics(timeout=self._timeout_s)
+                partitions = [
+                    KafkaPartition(name, p)
+                    for name, topic in sorted(metadata.topics.items())
+                    if not name.startswith("__")  # Kafka's own topics
+                    for p in sorted(topic.partitions)
+                ]
+                answer = (
+                    ask_committed(consumer, partitions, self._timeout_s, clock=self._clients.clock)
+                    if partitions
+                    else []
+                )
         finally:
             consumer.close()
         committed: dict[TopicPartition, CommittedOffset] = {}
@@ -111,39 +123,22 @@ class KafkaClusterView:
         return committed
 
     def topic_ids(self, topics: Collection[str]) -> dict[str, bytes]:
-        try:
-            found = describe_topics(self.admin, sorted(set(topics)), self._timeout_s)
-        except KafkaUnavailableError as err:
-            raise KafkaUnavailableError(f"cluster '{self.alias}': {err}") from err
+        found = describe_topics(
+            self.admin, sorted(set(topics)), self._timeout_s, cluster=self.alias
+        )
         return {name: info.topic_id for name, info in found.items()}
 
     def end_offsets(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         if not partitions:
             return {}
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        request = {KafkaPartition(tp.topic, tp.partition): latest for tp in partitions}
-        futures = self.admin.list_offsets(
-            request,
-            isolation_level=IsolationLevel.READ_COMMITTED,
-            request_timeout=self._timeout_s,
+        found = list_offsets(
+            self.admin,
+            [(tp.topic, tp.partition) for tp in partitions],
+            "latest",
+            self._timeout_s,
+            cluster=self.alias,
         )
-        ends: dict[TopicPartition, int] = {}
-        for kafka_tp, future in futures.items():
-            tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
-            try:
-                info = future.result(timeout=self._timeout_s)
-            except KafkaException as err:
-                if err.args[0].code() in (
-                    KafkaError.UNKNOWN_TOPIC_OR_PART,
-                    KafkaError._UNKNOWN_PARTITION,
-                    KafkaError._UNKNOWN_TOPIC,
-                ):
-                    continue
-                raise self._unavailable(f"end offset of {tp.topic}-{tp.partition}", err) from err
-            except concurrent.futures.TimeoutError as err:
-                raise self._timed_out(f"end offset of {tp.topic}-{tp.partition}") from err
-            ends[tp] = info.offset
-        return ends
+        return {TopicPartition(topic, p): offset for (topic, p), offset in found.items()}
 
     def read_syncs(self, sync_topic: str, topics: Collection[str]) -> SyncTopicRead:
         return read_sync_topic(
@@ -152,14 +147,5 @@ class KafkaClusterView:
             cluster=self.alias,
             topics=topics,
             timeout_s=max(self._timeout_s, 60.0),
-        )
-
-    # -- errors -------------------------------------------------------------------------------
-
-    def _unavailable(self, what: str, err: KafkaException) -> KafkaUnavailableError:
-        return KafkaUnavailableError(f"cluster '{self.alias}': {what}: {err.args[0].str()}")
-
-    def _timed_out(self, what: str) -> KafkaUnavailableError:
-        return KafkaUnavailableError(
-            f"cluster '{self.alias}': {what}: no answer within {self._timeout_s:.0f}s"
+            clients=self._clients,
         )

@@ -17,40 +17,30 @@ What the result can be trusted for:
   applied; the partition is listed in :attr:`SyncTopicRead.conflicts` and its translations must
   not be trusted. A record that is not a sync at all stops the read with a
   :class:`~drsvc.errors.PermanentError`: skipping it could make translations wrong silently.
-* The read gives up when it makes no progress for ``timeout_s``: brokers that do not answer in
-  time raise :class:`~drsvc.errors.KafkaUnavailableError`. A read that keeps moving is not cut
-  short, however long the topic: a flow writes a sync per busy partition about five times a
-  second and keeps them for ``sync_retention_ms`` (7 days), millions of syncs that take minutes
-  to read (about 110,000 a second), and a fixed deadline would fail every failover after a day
-  or two of steady traffic. A long read logs how far it is every ``PROGRESS_LOG_S``.
+* The topic is read by the port's :class:`~drsvc.kafka.reader.TopicReader`, which gives up
+  only when the read makes no progress for ``timeout_s`` (its stall period): brokers that do not
+  answer in time raise :class:`~drsvc.errors.KafkaUnavailableError` naming the topic, the
+  cluster and where each partition stopped. A read that keeps moving is not cut short, however
+  long the topic: a flow writes a sync per busy partition about five times a second and keeps
+  them for ``sync_retention_ms`` (7 days), millions of syncs that take minutes to read (about
+  110,000 a second), and a fixed deadline would fail every failover after a day or two of
+  steady traffic. A long read logs how far it is (every ``ReadLimits.progress_log_s``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaPartition
-
-from drsvc.errors import KafkaUnavailableError, PermanentError
+from drsvc.errors import PermanentError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.read_progress import ReadLimits
 from failover import naming
 from failover.offset_index import OffsetIndex, SyncConflictError, SyncPosition
 from failover.offset_syncs import SyncFormatError, TopicPartition, decode_key, decode_value
 
 log = logging.getLogger(__name__)
-
-#: Records per consume() call.
-BATCH = 10_000
-#: How long one consume() call waits for records.
-POLL_S = 0.5
-#: How often a long read logs how far it is.
-PROGRESS_LOG_S = 10.0
-#: librdkafka logs critical problems only: every failure that matters reaches the caller as an
-#: error naming the cluster, and a retried connection would otherwise log a line every 50 ms.
-QUIET = {"log_level": "2"}
 
 
 @dataclass
@@ -117,149 +107,48 @@ def read_sync_topic(
     cluster: str,
     topics: Collection[str] | None = None,
     timeout_s: float = 60.0,
+    clients: KafkaClients | None = None,
 ) -> SyncTopicRead:
     """Read ``sync_topic`` on ``cluster`` to its current end into a fresh index.
 
     ``client_config`` holds the librdkafka settings of the cluster (``bootstrap.servers`` and
-    security). Only syncs of source topics in ``topics`` are applied (all when None); the others
-    are still read, since one partition of the sync topic holds every topic's syncs. A sync topic
-    that does not exist yields an empty index with ``exists`` False: the flow never wrote a sync.
+    security); ``clients``, when given, is the factory the reader comes from instead (its
+    cluster ``cluster``). Only syncs of source topics in ``topics`` are applied (all when None);
+    the others are still read, since one partition of the sync topic holds every topic's syncs.
+    A sync topic that does not exist yields an empty index with ``exists`` False: the flow never
+    wrote a sync. ``timeout_s`` is the read's stall period: it gives up after that long without
+    progress, never because the topic is long.
     """
     result = SyncTopicRead(cluster=cluster, topic=sync_topic)
     wanted = None if topics is None else frozenset(topics)
-    consumer = Consumer(_consumer_config(client_config))
-    try:
-        where = f"offset-sync topic {sync_topic} on {cluster}"
-        bounds = topic_bounds(consumer, sync_topic, where, timeout_s)
-        if bounds is None:
-            result.exists = False
-            return result
-        todo = {p: high for p, (low, high) in bounds.items() if high > low}
-        result.ends = {p: low for p, (low, _high) in bounds.items()}
-        if todo:
-            consumer.assign([KafkaPartition(sync_topic, p, bounds[p][0]) for p in todo])
-            _read(consumer, result, todo, wanted, timeout_s)
-        log.debug(
-            "read %d offset syncs from %s on %s (%d applied, %d conflicting partitions)",
-            result.records,
-            sync_topic,
-            cluster,
-            result.applied,
-            len(result.conflicts),
-        )
+    if clients is None:
+        clients = KafkaClients.for_configs({cluster: client_config})
+    with clients.reader(
+        cluster,
+        sync_topic,
+        what="offset-sync topic",
+        # Named so operators see who reads; never joined nor committed to.
+        group=naming.TRANSLATE_READER_GROUP,
+        committed=True,
+        limits=ReadLimits(stall_s=timeout_s),
+    ) as reader:
+        for batch in reader.to_end():
+            for message in batch:
+                partition, offset = message.partition(), message.offset()
+                if partition is not None and offset is not None:  # always, for a record
+                    result.add_record(partition, offset, message.key(), message.value(), wanted)
+        state = reader.state
+    if not state.exists:
+        result.exists = False
         return result
-    finally:
-        consumer.close()
-
-
-def _consumer_config(client_config: Mapping[str, str]) -> dict[str, str | int | bool]:
-    config: dict[str, str | int | bool] = dict(client_config)
-    config.update(
-        {
-            # Never used to commit: the reader assigns partitions and keeps no progress.
-            "group.id": naming.TRANSLATE_READER_GROUP,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "socket.connection.setup.timeout.ms": 3000,
-            **QUIET,
-        }
+    # Where each partition stopped: its end when the read began, or the stable end before it.
+    result.ends = dict(state.reached)
+    log.debug(
+        "read %d offset syncs from %s on %s (%d applied, %d conflicting partitions)",
+        result.records,
+        sync_topic,
+        cluster,
+        result.applied,
+        len(result.conflicts),
     )
-    return config
-
-
-def topic_bounds(
-    consumer: Consumer, topic: str, where: str, timeout_s: float
-) -> dict[int, tuple[int, int]] | None:
-    """Low and high watermark of every partition of ``topic``; None if it does not exist.
-    ``where`` names the topic in errors (e.g. "offset-sync topic X on west")."""
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            if metadata is not None and metadata.error.code() not in (
-                KafkaError.UNKNOWN_TOPIC_OR_PART,
-                KafkaError._UNKNOWN_TOPIC,
-            ):
-                raise KafkaUnavailableError(f"{where}: {metadata.error.str()}")
-            return None
-        return {
-            p: consumer.get_watermark_offsets(
-                KafkaPartition(topic, p), timeout=timeout_s, cached=False
-            )
-            for p in sorted(metadata.partitions)
-        }
-    except KafkaException as err:
-        raise KafkaUnavailableError(f"{where}: {err.args[0].str()}") from err
-
-
-def _read(
-    consumer: Consumer,
-    result: SyncTopicRead,
-    todo: dict[int, int],
-    wanted: frozenset[str] | None,
-    timeout_s: float,
-) -> None:
-    """Read until every partition in ``todo`` reached its end; give up after ``timeout_s``
-    without a record read or a partition finished."""
-    moved_at = time.monotonic()
-    next_log = moved_at + PROGRESS_LOG_S
-    seen = (result.records, len(todo))
-    while todo:
-        now = time.monotonic()
-        if (result.records, len(todo)) != seen:
-            seen = (result.records, len(todo))
-            moved_at = now
-        if now - moved_at > timeout_s:
-            raise KafkaUnavailableError(
-                f"reading offset-sync topic {result.topic} on {result.cluster} made no progress "
-                f"for {timeout_s:.0f}s ({_how_far(result, todo)}; {result.records} syncs read)"
-            )
-        if now >= next_log:
-            log.info(
-                "reading offset-sync topic %s on %s: %d syncs read so far (%s)",
-                result.topic,
-                result.cluster,
-                result.records,
-                _how_far(result, todo),
-            )
-            next_log = now + PROGRESS_LOG_S
-        try:
-            messages = consumer.consume(BATCH, POLL_S)
-        except KafkaException as err:
-            raise KafkaUnavailableError(
-                f"reading offset-sync topic {result.topic} on {result.cluster}: {err.args[0].str()}"
-            ) from err
-        for msg in messages:
-            partition = msg.partition()
-            offset = msg.offset()
-            if partition is None or offset is None or partition not in todo:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    # The stable end: with read_committed, never past an open transaction.
-                    result.ends[partition] = offset
-                    todo.pop(partition)
-                elif error.fatal():
-                    raise KafkaUnavailableError(
-                        f"reading offset-sync topic {result.topic} on {result.cluster}: "
-                        f"{error.str()}"
-                    )
-                else:
-                    log.warning("reading %s on %s: %s", result.topic, result.cluster, error.str())
-                continue
-            if offset >= todo[partition]:
-                todo.pop(partition)
-                continue
-            result.add_record(partition, offset, msg.key(), msg.value(), wanted)
-            result.ends[partition] = offset + 1
-            if offset + 1 >= todo[partition]:
-                todo.pop(partition)
-
-
-def _how_far(result: SyncTopicRead, todo: dict[int, int]) -> str:
-    return ", ".join(
-        f"partition {p} at {result.ends[p]} of {end}" for p, end in sorted(todo.items())
-    )
+    return result

@@ -23,7 +23,6 @@ from drsvc.kafka import admin as kafka_admin
 from drsvc.kafka import errors
 from drsvc.kafka.errors import describe, kafka_error, retriable, to_drsvc, translated
 from drsvc.runtime.replication import repair
-from drsvc.runtime.status import cluster_reader
 
 E = KafkaError
 
@@ -226,8 +225,6 @@ def test_the_config_problems_are_authentication_authorization_and_invalid_settin
 def test_the_named_sets_agree_with_the_copies_they_replace() -> None:
     # These copies go when their modules move onto the port; so do these lines.
     assert errors.COORDINATOR_MOVING == kafka_admin.COORDINATOR_MOVING
-    assert frozenset(cluster_reader._PARTITION_GONE) == errors.GONE
-    assert frozenset(cluster_reader._UNAVAILABLE) <= errors.UNAVAILABLE
     assert frozenset(repair.LEADERLESS) <= errors.LEADERLESS | errors.UNAVAILABLE
     assert {
         KafkaError(code).name() for code in errors.GROUP_HAS_MEMBERS

@@ -1,17 +1,19 @@
-"""The faust side of the checkpoint stream, without a broker: how the apps are configured."""
+"""The faust side of the checkpoint stream, without a broker: how the apps are configured, and
+that reading checkpoints loads no faust."""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import aiokafka
 import pytest
 
 from drsvc.cli.main import main
-from drsvc.errors import ConfigError
-from drsvc.runtime.checkpoints.faust_apps import broker_urls, build_app
+from drsvc.kafka.clients import KafkaClients
+from drsvc.runtime.checkpoints.faust_apps import build_app
 from drsvc.runtime.checkpoints.settings import CheckpointSettings
 from failover.naming import checkpoints_app_id
 
@@ -19,9 +21,11 @@ from failover.naming import checkpoints_app_id
 def test_the_sync_agents_consumer_reads_committed_without_a_static_member_id(
     tmp_path: Path,
 ) -> None:
+    clients = KafkaClients.for_configs({"west": {"bootstrap.servers": "127.0.0.1:1"}})
+
     async def created_consumer() -> aiokafka.AIOKafkaConsumer:
         settings = CheckpointSettings(data_dir=tmp_path, app_id_suffix=".east-west")
-        app = build_app("west", {"bootstrap.servers": "127.0.0.1:1"}, settings)
+        app = build_app("west", clients, settings)
         assert app.conf.id == "drsvc-checkpoints.west.east-west"
         assert app.conf.topic_disable_leader  # no faust leader topic on the cluster
         thread = app.consumer._thread
@@ -33,24 +37,45 @@ def test_the_sync_agents_consumer_reads_committed_without_a_static_member_id(
     assert consumer._isolation_level == "read_committed"
     # A static member id would make aiokafka miss sync topics that appear later.
     assert consumer._group_instance_id is None
-    # aiokafka hands the attribute to its fetcher when it starts: if a new version stops doing
-    # so, the transport's override silently does nothing, so fail here instead.
-    assert "isolation_level=self._isolation_level" in inspect.getsource(
-        aiokafka.AIOKafkaConsumer.start
-    )
-
-
-def test_broker_urls() -> None:
-    assert broker_urls("west", {"bootstrap.servers": "a:1, PLAINTEXT://b:2"}) == [
-        "kafka://a:1",
-        "kafka://b:2",
-    ]
     assert checkpoints_app_id("west") == "drsvc-checkpoints.west"
 
 
-def test_security_settings_faust_is_not_given_are_refused() -> None:
-    with pytest.raises(ConfigError, match="cluster 'west': the checkpoint agents do not pass"):
-        broker_urls("west", {"bootstrap.servers": "a:1", "security.protocol": "SASL_SSL"})
+def test_a_secured_cluster_gets_its_credentials(tmp_path: Path) -> None:
+    """Once refused; the mapping itself is tested with the port (tests/unit/kafka)."""
+    clients = KafkaClients.for_configs(
+        {
+            "west": {
+                "bootstrap.servers": "127.0.0.1:1",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "drsvc",
+                "sasl.password": "s3cret",
+            }
+        }
+    )
+    app = build_app("west", clients, CheckpointSettings(data_dir=tmp_path))
+    credentials = app.conf.broker_credentials
+    assert (credentials.protocol.value, credentials.mechanism.value) == (
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-512",
+    )
+    assert credentials.username == "drsvc"
+
+
+@pytest.mark.parametrize(
+    "module", ["drsvc.api.service", "drsvc.runtime.checkpoints.flow_checkpoints"]
+)
+def test_reading_checkpoints_loads_no_faust(module: str) -> None:
+    """The API reads checkpoints; faust (and its Kafka client) is the checkpoint stream's own."""
+    code = (
+        f"import sys, {module}\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'faust', 'mode', 'aiokafka'})\n"
+        "print(','.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == ""
 
 
 def test_json_without_once_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

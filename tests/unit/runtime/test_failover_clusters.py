@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from fake_kafka import FakeCluster, FakeKafkaClients
+from scripted_admins import ScriptedAdmins
 
-import drsvc.runtime.failover.clusters as clusters_module
-import drsvc.runtime.translation.cluster_view as cluster_view_module
+from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.topology.models import Topology
 
@@ -40,29 +41,53 @@ class SlowAdmin:
 
 
 @pytest.fixture
-def admins(monkeypatch: pytest.MonkeyPatch) -> list[SlowAdmin]:
-    built: list[SlowAdmin] = []
-
-    def admin_client(_bootstrap: str, _config: object = None) -> SlowAdmin:
-        admin = SlowAdmin(late=2 if not built else 0)
-        built.append(admin)
-        return admin
-
-    for module in (clusters_module, cluster_view_module):
-        monkeypatch.setattr(module, "admin_client", admin_client, raising=False)
-    return built
+def admins() -> ScriptedAdmins:
+    return ScriptedAdmins(TOPOLOGY, lambda _alias: SlowAdmin(late=2))
 
 
-def test_a_cluster_whose_first_answers_are_late_still_answers(admins: list[SlowAdmin]) -> None:
-    clusters = KafkaFailoverClusters(TOPOLOGY, probe_timeout_s=0.01)
+def test_a_cluster_whose_first_answers_are_late_still_answers(admins: ScriptedAdmins) -> None:
+    clusters = KafkaFailoverClusters(TOPOLOGY, probe_timeout_s=0.01, clients=admins)
     assert clusters.reachable("east")
     # One client, asked three times: its connections outlive each probe.
-    assert [a.asked for a in admins] == [3]
+    assert [(alias, a.asked) for alias, a in admins.built] == [("east", 3)]
     assert clusters.reachable("east")
-    assert [a.asked for a in admins] == [4]
+    assert [(alias, a.asked) for alias, a in admins.built] == [("east", 4)]
 
 
-def test_a_cluster_that_never_answers_in_time_does_not(admins: list[SlowAdmin]) -> None:
-    clusters = KafkaFailoverClusters(TOPOLOGY, probe_timeout_s=0.01)
+def test_a_cluster_that_never_answers_in_time_does_not(admins: ScriptedAdmins) -> None:
+    clusters = KafkaFailoverClusters(TOPOLOGY, probe_timeout_s=0.01, clients=admins)
     assert not clusters.reachable("east", tries=2)
-    assert [a.asked for a in admins] == [2]
+    assert [(alias, a.asked) for alias, a in admins.built] == [("east", 2)]
+
+
+def test_a_cluster_that_answers_but_has_partitions_without_a_leader_cannot_serve_them() -> None:
+    east = FakeCluster("east")
+    east.create_topic("orders", 2)
+    east.lose_leader("orders", 1)
+    admin = SimpleNamespace(list_topics=lambda timeout: east.metadata())
+    clusters = KafkaFailoverClusters(TOPOLOGY, clients=ScriptedAdmins(TOPOLOGY, lambda _a: admin))
+    with pytest.raises(KafkaUnavailableError, match=r"east answers but 1 partition\(s\).*orders-1"):
+        clusters.serves("east", ["orders", "not-there"])
+    east.elect_leader("orders", 1)
+    assert clusters.serves("east", ["orders", "not-there"])
+
+
+def test_fencing_uses_the_factory_s_producers_and_fences_a_paused_one() -> None:
+    east = FakeCluster("east")
+    east.create_topic("orders")
+    fakes = FakeKafkaClients(east, FakeCluster("west", east.clock))
+    zombie = fakes.producer("east", {"transactional.id": "orders-tx"})
+    zombie.init_transactions(5)
+    zombie.begin_transaction()
+    zombie.produce("orders", b"queued before the pause", partition=0)
+    clusters = KafkaFailoverClusters(TOPOLOGY, clients=fakes)
+
+    report = clusters.fence("east", ["orders-tx", "never-used"], timeout_s=5)
+
+    assert report.fenced == ("orders-tx", "never-used") and report.complete
+    fencing = [p for p in fakes.producers if p.config.get("client.id") == "drsvc-fencing"]
+    assert sorted(p.transactional_id or "" for p in fencing) == ["never-used", "orders-tx"]
+    assert all(p.config["bootstrap.servers"] == east.bootstrap for p in fencing)
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(5)
+    assert east.values("orders", 0) == []

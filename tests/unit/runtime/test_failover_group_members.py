@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from scripted_admins import ScriptedAdmins
 from test_failover_clusters import TOPOLOGY
 
-import drsvc.runtime.translation.cluster_view as cluster_view_module
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.runtime.failover.clusters import GroupMember, KafkaFailoverClusters
 
 
@@ -38,18 +38,16 @@ class GroupsAdmin:
         return answers
 
 
-def test_a_group_s_members_come_with_their_client_ids_and_hosts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_group_s_members_come_with_their_client_ids_and_hosts() -> None:
     admin = GroupsAdmin(
         {
             "g1": [("c-1-4f2a", "orders-app", "/10.1.2.3")],
             "gone": KafkaError(KafkaError.GROUP_ID_NOT_FOUND),
             "busy": KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS),
+            "secret": KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED),
         }
     )
-    monkeypatch.setattr(cluster_view_module, "admin_client", lambda *_args: admin)
-    clusters = KafkaFailoverClusters(TOPOLOGY)
+    clusters = KafkaFailoverClusters(TOPOLOGY, clients=ScriptedAdmins(TOPOLOGY, lambda _a: admin))
     assert clusters.group_members("east", "g1") == [
         GroupMember("c-1-4f2a", "orders-app", "/10.1.2.3")
     ]
@@ -57,5 +55,10 @@ def test_a_group_s_members_come_with_their_client_ids_and_hosts(
         "c-1-4f2a (client id orders-app, host /10.1.2.3)"
     )
     assert clusters.group_members("east", "gone") == []
-    with pytest.raises(KafkaUnavailableError, match="describing consumer group 'busy' on 'east'"):
+    with pytest.raises(
+        KafkaUnavailableError, match="cluster 'east': describing consumer group 'busy'"
+    ):
         clusters.group_members("east", "busy")
+    # no retry can help: someone must grant the ACL
+    with pytest.raises(ConfigError, match=r"describing consumer group 'secret'.*ACL"):
+        clusters.group_members("east", "secret")

@@ -4,26 +4,35 @@ one deadline; one id's failure is reported with its reason and never stops the o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException
-from memory_coordination import FakeClock
+from fake_kafka import FakeClock
 
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.types import Producer
 from drsvc.runtime.failover.fencing import (
     FENCING_CLIENT_ID,
     FenceFailure,
     FencingReport,
     fence_transactional_ids,
 )
+from drsvc.topology import load_topology_text
 
 CONFIG = {"bootstrap.servers": "127.0.0.1:1"}
+TOPOLOGY = """
+name: fencing
+clusters:
+  east: {bootstrap_servers: "127.0.0.1:1"}
+"""
 
 
 class FakeProducer:
     """Answers ``init_transactions`` with what the test scripted for its transactional id."""
 
     def __init__(
-        self, config: dict[str, str], script: Callable[[str, float], None], log: list[str]
+        self, config: dict[str, Any], script: Callable[[str, float], None], log: list[str]
     ) -> None:
         self.config = config
         self._script = script
@@ -39,31 +48,26 @@ class FakeProducer:
         return True
 
 
-class Fakes:
+class Fakes(KafkaClients):
+    """The client factory of cluster ``east``: its producers are scripted :class:`FakeProducer`
+    objects, built with the settings the real factory gives them."""
+
     def __init__(self, script: Callable[[str, float], None]) -> None:
-        self.clock = FakeClock()
+        self.fake_clock = FakeClock()
+        super().__init__(load_topology_text(TOPOLOGY), clock=self.fake_clock)
         self.log: list[str] = []
         self.producers: list[FakeProducer] = []
         self._script = script
         self._lock = threading.Lock()
 
-    def factory(self, config: dict[str, str]) -> FakeProducer:
-        producer = FakeProducer(config, self._script, self.log)
+    def producer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Producer:
+        producer = FakeProducer(self.config(alias, overlay), self._script, self.log)
         with self._lock:
             self.producers.append(producer)
-        return producer
+        return cast(Producer, producer)
 
     def fence(self, ids: list[str], timeout_s: float = 10.0, parallel: int = 8) -> FencingReport:
-        return fence_transactional_ids(
-            "east",
-            CONFIG,
-            ids,
-            timeout_s=timeout_s,
-            client_factory=self.factory,
-            clock=self.clock.monotonic,
-            sleep=self.clock.sleep,
-            parallel=parallel,
-        )
+        return fence_transactional_ids("east", self, ids, timeout_s=timeout_s, parallel=parallel)
 
 
 def fails_with(code: int, message: str, retriable: bool = False) -> KafkaException:
@@ -115,7 +119,7 @@ def test_a_cluster_that_does_not_answer_costs_the_bound_and_no_more() -> None:
     fakes: Fakes
 
     def script(_id: str, timeout: float) -> None:
-        fakes.clock.advance(timeout)  # blocks as long as it may, then times out
+        fakes.fake_clock.advance(timeout)  # blocks as long as it may, then times out
         raise fails_with(KafkaError._TIMED_OUT, "Transactional operation timed out", True)
 
     fakes = Fakes(script)
@@ -129,11 +133,26 @@ def test_a_cluster_that_does_not_answer_costs_the_bound_and_no_more() -> None:
 
 
 def test_a_producer_that_cannot_be_built_is_that_ids_failure() -> None:
-    def factory(config: dict[str, str]) -> FakeProducer:
-        raise fails_with(KafkaError._INVALID_ARG, "No such configuration property")
+    # librdkafka refuses the setting when the producer is built, before any connection
+    settings = {**CONFIG, "no.such.setting": "1"}
+    report = fence_transactional_ids("east", settings, ["tx-a"], timeout_s=5)
+    assert report.fenced == ()
+    (failure,) = report.failed
+    assert failure.transactional_id == "tx-a"
+    assert failure.reason.startswith("ConfigError: cluster 'east': creating a producer:")
+    assert "no.such.setting" in failure.reason
 
-    report = fence_transactional_ids("east", CONFIG, ["tx-a"], client_factory=factory)
-    assert report.failed == (FenceFailure("tx-a", "_INVALID_ARG: No such configuration property"),)
+
+def test_a_dropped_connection_is_tried_again_though_not_flagged_retriable() -> None:
+    answers = [fails_with(KafkaError._TRANSPORT, "Broker: Connection reset")]
+
+    def script(_id: str, _timeout: float) -> None:
+        if answers:
+            raise answers.pop()
+
+    fakes = Fakes(script)
+    assert fakes.fence(["tx-a"]).fenced == ("tx-a",)
+    assert len(fakes.log) == 2
 
 
 def test_nothing_to_fence_is_said_so() -> None:

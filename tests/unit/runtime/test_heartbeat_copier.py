@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import time
+import logging
 
 import pytest
+from confluent_kafka import KafkaError, TopicPartition
+from fake_kafka import FakeCluster, FakeConsumer, FakeKafkaClients
 
-from drsvc.runtime.replication import heartbeat_copier
+from drsvc.kafka.clients import KafkaClients
 from drsvc.runtime.replication.heartbeat_copier import (
     LANE_MESSAGE_TIMEOUT_MS,
     STUCK_AFTER_S,
@@ -17,6 +19,7 @@ from drsvc.runtime.replication.heartbeat_copier import (
     heartbeat_routes,
 )
 from drsvc.runtime.replication.settings import WorkerSettings, worker_settings
+from drsvc.runtime.replication.topics import topic_routes
 from drsvc.topology import load_topology_text
 from failover import provenance
 
@@ -113,61 +116,112 @@ def test_clients_have_their_own_group_start_at_the_end_and_drop_late_copies() ->
     assert consumer["group.id"] == "drsvc-heartbeats.east-west" != flow.group_id
     assert consumer["auto.offset.reset"] == "latest"
     assert consumer["enable.auto.commit"] is False
-    assert consumer["bootstrap.servers"] == "127.0.0.1:1"
     producer = copier_producer_config(flow)
-    assert producer["bootstrap.servers"] == "127.0.0.1:2"
     assert producer["message.timeout.ms"] == LANE_MESSAGE_TIMEOUT_MS
     assert producer["linger.ms"] <= 5
+    # where the clusters are comes from the flow's settings, merged by the client factory
+    clients = KafkaClients.for_configs({"east": flow.source_client, "west": flow.target_client})
+    assert clients.config("east", consumer)["bootstrap.servers"] == "127.0.0.1:1"
+    assert clients.config("west", producer)["bootstrap.servers"] == "127.0.0.1:2"
 
 
-class FakeSourceConsumer:
-    """The copier's source consumer, as far as the stuck check uses it."""
+class Stuck:
+    """A copier of east -> west whose consumer of ``heartbeats`` has read nothing for longer
+    than ``STUCK_AFTER_S``; heartbeats arrive on east when the test appends them."""
 
-    def __init__(self, config: object = None) -> None:
-        self.end = 10
-        self.closed = False
+    def __init__(self) -> None:
+        self.east = FakeCluster("east")
+        self.east.create_topic("heartbeats")
+        self.clients = FakeKafkaClients(self.east, FakeCluster("west", self.east.clock))
+        self.copier = HeartbeatCopier(settings("east", "west"), clients=self.clients)
+        self.consumer = self.copier._new_consumer()
+        self.copier._consumer = self.consumer
+        self.copier._assigned = {("heartbeats", 0)}
+        self.east.clock.advance(STUCK_AFTER_S + 1)
 
-    def get_watermark_offsets(
-        self, tp: object, timeout: float | None = None, cached: bool = False
-    ) -> tuple[int, int]:
-        return 0, self.end
+    def beat(self) -> None:
+        self.east.append("heartbeats", 0, b"a heartbeat")
 
-    def close(self) -> None:
-        self.closed = True
-
-
-def stuck_copier(monkeypatch: pytest.MonkeyPatch) -> tuple[HeartbeatCopier, FakeSourceConsumer]:
-    monkeypatch.setattr(heartbeat_copier, "Consumer", FakeSourceConsumer)
-    copier = HeartbeatCopier(settings("east", "west"))
-    consumer = FakeSourceConsumer()
-    copier._consumer = consumer  # type: ignore[assignment]
-    copier._assigned = {("heartbeats", 0)}
-    copier._last_read_at = time.monotonic() - STUCK_AFTER_S - 1
-    return copier, consumer
+    @property
+    def current(self) -> FakeConsumer:
+        return self.copier._consumer  # type: ignore[return-value]
 
 
-def test_a_consumer_that_reads_nothing_while_heartbeats_arrive_is_replaced(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_consumer_that_reads_nothing_while_heartbeats_arrive_is_replaced() -> None:
+    stuck = Stuck()
+    stuck.beat()
+    stuck.copier._replace_if_stuck()  # the first look only notes the log's end
+    assert stuck.current is stuck.consumer
+    stuck.beat()
+    stuck.copier._replace_if_stuck()
+    assert stuck.consumer.closed and stuck.current is not stuck.consumer
+    assert stuck.current.cluster is stuck.east  # the new one comes from the factory too
+    assert stuck.copier._assigned == set()  # the next refresh assigns it, from the end
+    assert stuck.copier.consumers_replaced == 1
+
+
+def test_an_idle_source_or_a_reading_consumer_is_left_alone() -> None:
+    stuck = Stuck()
+    stuck.copier._replace_if_stuck()
+    stuck.copier._replace_if_stuck()  # nothing new on the source: nothing to read
+    assert stuck.current is stuck.consumer
+    stuck.copier._last_read_at = stuck.east.clock.monotonic()
+    stuck.beat()
+    stuck.copier._replace_if_stuck()  # it reads: the log growing is just heartbeats arriving
+    stuck.copier._replace_if_stuck()
+    assert stuck.current is stuck.consumer and stuck.copier.consumers_replaced == 0
+
+
+def test_a_source_that_does_not_answer_is_not_taken_for_a_stuck_consumer() -> None:
+    stuck = Stuck()
+    stuck.beat()
+    stuck.copier._replace_if_stuck()
+    stuck.beat()
+    stuck.east.down = True
+    stuck.copier._replace_if_stuck()  # the ends cannot be read: nothing to tell yet
+    assert stuck.current is stuck.consumer and stuck.copier.consumers_replaced == 0
+
+
+def test_a_heartbeat_is_copied_to_its_remote_name_and_a_refused_copy_is_counted(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    copier, consumer = stuck_copier(monkeypatch)
-    copier._replace_if_stuck()  # the first look only notes the log's end
-    assert copier._consumer is consumer
-    consumer.end = 15
-    copier._replace_if_stuck()
-    assert consumer.closed and copier._consumer is not consumer
-    assert copier._assigned == set()  # the next refresh assigns the new one, from the end
-    assert copier.consumers_replaced == 1
+    east = FakeCluster("east")
+    east.create_topic("heartbeats")
+    west = FakeCluster("west", east.clock)
+    west.create_topic("east.heartbeats")
+    clients = FakeKafkaClients(east, west)
+    flow = settings("east", "west")
+    copier = HeartbeatCopier(flow, clients=clients)
+    copier.stats.routes = {"heartbeats": "east.heartbeats"}
+    copier._remote_partitions = {"east.heartbeats": 1}
+    east.append("heartbeats", 0, b"beat-1")
+    east.append("heartbeats", 0, b"beat-2")
+    source = copier._new_consumer()
+    source.assign([TopicPartition("heartbeats", 0, 0)])
+    first, second = source.consume(10, 1.0)
+    producer = clients.producer("west", copier_producer_config(flow))
+
+    copier._copy(producer, first)
+    producer.flush(1.0)
+    west.refuse_next_produce("east.heartbeats", KafkaError.MSG_SIZE_TOO_LARGE)
+    with caplog.at_level(logging.WARNING):
+        copier._copy(producer, second)
+
+    assert west.values("east.heartbeats", 0) == [b"beat-1"]
+    (copied,) = west.records("east.heartbeats", 0)
+    assert copied.provenance() == provenance.Provenance("east", "heartbeats", 0, 0)
+    assert copier.stats.copied == 1 and copier.stats.failed == 1
+    assert "cluster 'west': copying a heartbeat to east.heartbeats: MSG_SIZE_TOO_LARGE" in (
+        caplog.text
+    )
 
 
-def test_an_idle_source_or_a_reading_consumer_is_left_alone(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    copier, consumer = stuck_copier(monkeypatch)
-    copier._replace_if_stuck()
-    copier._replace_if_stuck()  # nothing new on the source: nothing to read
-    assert copier._consumer is consumer
-    copier._last_read_at = time.monotonic()
-    consumer.end = 20
-    copier._replace_if_stuck()  # it reads: the log growing is just heartbeats arriving
-    copier._replace_if_stuck()
-    assert copier._consumer is consumer and copier.consumers_replaced == 0
+def test_data_topics_and_heartbeats_are_routed_apart() -> None:
+    flow = settings("east", "west")
+    data = topic_routes(EAST_TOPICS, flow, heartbeats=False)
+    assert data.copied == {"orders": "east.orders"}
+    assert set(data.skipped) == {"__consumer_offsets"}
+    beats = topic_routes(EAST_TOPICS, flow, heartbeats=True)
+    assert beats.copied == heartbeat_routes(EAST_TOPICS, flow)
+    assert set(beats.skipped) == {"east.heartbeats", "west.heartbeats", "west.south.heartbeats"}
+    assert "loop" in beats.skipped["west.heartbeats"]

@@ -5,14 +5,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import OFFSET_END, KafkaError, Message, TopicPartition
 from prometheus_client import CollectorRegistry
 
+from drsvc.errors import ConfigError
 from drsvc.kafka.admin import TopicInfo
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.types import Consumer
 from drsvc.runtime.heartbeats.metrics import heartbeat_metrics
 from drsvc.runtime.heartbeats.observer import (
     HeartbeatObserver,
@@ -224,6 +228,21 @@ class FakeCluster:
         return self.consumers[-1]
 
 
+class ClusterClients(KafkaClients):
+    """The client factory of the aggregation topology whose consumers are ``cluster``'s fakes,
+    built with the settings the real factory gives them (kept in ``configs``)."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        super().__init__(topology(AGGREGATION))
+        self.cluster = cluster
+        self.configs: list[dict[str, Any]] = []
+
+    def consumer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Consumer:
+        config = self.config(alias, overlay)
+        self.configs.append(config)
+        return cast(Consumer, self.cluster.new_consumer(config))
+
+
 def wait_until(predicate: Any, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -238,8 +257,8 @@ def watched(cluster: FakeCluster, registry: CollectorRegistry) -> HeartbeatObser
         ObserverSettings(stale_after_s=3.0, refresh_interval_s=0.05, poll_timeout_s=0.01),
         clusters=["agg"],
         metrics=heartbeat_metrics(registry),
-        consumer_factory=cluster.new_consumer,
-        finder_factory=lambda _client: cluster.find,
+        clients=ClusterClients(cluster),
+        finder_factory=lambda _alias: cluster.find,
     )
 
 
@@ -314,10 +333,43 @@ def test_a_deleted_topic_is_let_go() -> None:
 
 
 def test_consumer_never_commits_and_starts_at_the_end() -> None:
-    config = consumer_config({"bootstrap.servers": "b:1", "security.protocol": "SSL"}, "west")
+    config = consumer_config("west")
     assert config["enable.auto.commit"] is False
     assert config["auto.offset.reset"] == "latest"
-    assert config["security.protocol"] == "SSL"
+    assert config["group.id"] == "drsvc-heartbeat-observer.west"
+
+
+def test_the_consumers_reach_their_cluster_with_its_security_settings() -> None:
+    cluster = FakeCluster()
+    cluster.add("heartbeats", 1)
+    clients = ClusterClients(cluster)
+    observer = HeartbeatObserver(
+        topology(AGGREGATION),
+        {},
+        ObserverSettings(stale_after_s=3.0, refresh_interval_s=0.05, poll_timeout_s=0.01),
+        clusters=["agg"],
+        metrics=heartbeat_metrics(CollectorRegistry()),
+        clients=clients,
+        finder_factory=lambda _alias: cluster.find,
+    )
+    observer.start()
+    try:
+        wait_until(lambda: bool(cluster.consumers and cluster.latest().assigned))
+    finally:
+        observer.stop()
+    (config,) = clients.configs
+    assert config["bootstrap.servers"] == "127.0.0.1:3"
+    assert config["client.id"] == "drsvc-heartbeat-observer-agg"
+
+
+def test_a_cluster_that_cannot_be_reached_for_want_of_a_secret_is_refused_at_once() -> None:
+    text = AGGREGATION.replace(
+        'agg: {bootstrap_servers: "127.0.0.1:3"}',
+        'agg: {bootstrap_servers: "127.0.0.1:3", security: {protocol: SASL_PLAINTEXT,'
+        " sasl: {mechanism: PLAIN, username: drsvc, password_env: HB_TEST_NO_SUCH_SECRET}}}",
+    )
+    with pytest.raises(ConfigError, match="HB_TEST_NO_SUCH_SECRET"):
+        HeartbeatObserver(topology(text), {}, metrics=heartbeat_metrics(CollectorRegistry()))
 
 
 def test_an_observer_survives_what_nobody_expected(caplog: pytest.LogCaptureFixture) -> None:
@@ -336,8 +388,8 @@ def test_an_observer_survives_what_nobody_expected(caplog: pytest.LogCaptureFixt
         ObserverSettings(stale_after_s=3.0, refresh_interval_s=0.05, poll_timeout_s=0.01),
         clusters=["agg"],
         metrics=heartbeat_metrics(CollectorRegistry()),
-        consumer_factory=cluster.new_consumer,
-        finder_factory=lambda _client: flaky_find,
+        clients=ClusterClients(cluster),
+        finder_factory=lambda _alias: flaky_find,
     )
     with caplog.at_level(logging.INFO, logger="drsvc.runtime.heartbeats.observer"):
         observer.start()
