@@ -29,6 +29,7 @@ from drsvc.runtime.replication.topics import (
     MirroredTopic,
     TopicMirror,
     ensure_sync_topic,
+    flow_clients,
     mirror_for,
 )
 from failover import offset_syncs
@@ -200,8 +201,10 @@ class _TargetSyncLog:
 
 @dataclass
 class ConfluentKafka:
-    """The real boundary: confluent-kafka clients on the flow's clusters, built by the port's
-    factory from the settings' resolved client settings of the source and the target."""
+    """The real boundary: confluent-kafka clients on the flow's clusters. One factory of the
+    flow (:func:`~drsvc.runtime.replication.topics.flow_clients`, from the settings' resolved
+    source and target settings) builds the engine's clients, the topic mirror's and the
+    heartbeat copier's, so each cluster has one admin client in the worker."""
 
     settings: WorkerSettings
     clock: Clock = field(default_factory=SystemClock)
@@ -214,14 +217,9 @@ class ConfluentKafka:
 
     @property
     def clients(self) -> KafkaClients:
-        """The factory of the worker's clients (built on first use: its settings are those
-        :func:`~drsvc.runtime.replication.settings.worker_settings` resolved)."""
+        """The flow's client factory (built on first use)."""
         if self._clients is None:
-            s = self.settings
-            self._clients = KafkaClients.for_configs(
-                {s.source_alias: s.source_client, s.target_alias: s.target_client},
-                clock=self.clock,
-            )
+            self._clients = flow_clients(self.settings, self.clock)
         return self._clients
 
     def consumer(self, alias: str, overlay: Mapping[str, Any]) -> Consumer:
@@ -232,11 +230,12 @@ class ConfluentKafka:
 
     def topics(self) -> TopicCatalog:
         if self._catalog is None:
-            self._catalog = _MirrorCatalog(self.settings, mirror_for(self.settings), self.clock)
+            mirror = mirror_for(self.settings, clients=self.clients)
+            self._catalog = _MirrorCatalog(self.settings, mirror, self.clock)
         return self._catalog
 
     def sync_log(self) -> SyncLog:
         return _TargetSyncLog(self.settings)
 
     def heartbeat_copier(self) -> BackgroundCopier:
-        return HeartbeatCopier(self.settings)
+        return HeartbeatCopier(self.settings, clients=self.clients)
