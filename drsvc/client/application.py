@@ -12,6 +12,7 @@ from typing import Any
 from drsvc.adapters.coordination import Coordinator
 from drsvc.dev_endpoints import LocalEndpoints
 from drsvc.errors import ConfigError
+from drsvc.kafka.clients import KafkaClients, is_protected_setting
 from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
 from drsvc.topology.models import Application, Topology
@@ -25,6 +26,10 @@ __all__ = ["ClientApplication", "consul_address", "resolve_topology"]
 
 #: librdkafka settings the client sets itself from the active cluster
 _MANAGED_SETTINGS = ("bootstrap.servers", "metadata.broker.list")
+#: what an application's clients start from, before its own settings: librdkafka's own log level
+#: (the port's quieter default suits drsvc's roles, which report every failure as an error, not
+#: an application that may rely on librdkafka's log lines)
+_APPLICATION_DEFAULTS: Mapping[str, Any] = {"log_level": 6}
 
 
 def resolve_topology(topology: Topology | str | Path) -> Topology:
@@ -71,19 +76,54 @@ class ClientApplication:
     def active_key(self) -> str:
         return app_active_key(self.topology.namespace, self.application.name)
 
-    def client_config(self, cluster: str, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config`` for a client of ``cluster``: its bootstrap servers and security settings
-        from the topology, then the application's own settings (which may not name servers)."""
+    def client_settings(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The application's own librdkafka settings ``config`` as the overlay of its clients
+        (see :class:`~drsvc.kafka.clients.KafkaClients`): where a cluster is and how to
+        authenticate to it come from the topology.
+
+        Raises :class:`ConfigError` for settings that name servers, and for security settings
+        (``security.protocol``, ``sasl.*``, ``ssl.*``...) that differ from what the topology
+        gives the preferred cluster; a security setting equal to the topology's is dropped, so
+        an application that passes the same settings as the topology keeps working.
+        """
         managed = sorted(k for k in _MANAGED_SETTINGS if k in config)
         if managed:
             raise ConfigError(
                 f"client configuration of application '{self.name}' sets {', '.join(managed)}: "
                 "leave it out, the client connects to the application's active cluster"
             )
-        bootstrap = self.topology.cluster(cluster).bootstrap_servers
-        if bootstrap is None:
-            bootstrap = _local_endpoints().bootstrap_servers(cluster)
-        return {**self.topology.cluster(cluster).client_config(bootstrap), **config}
+        protected = [key for key in config if is_protected_setting(key)]
+        if not protected:
+            return {**_APPLICATION_DEFAULTS, **config}
+        preferred = self.application.preferred
+        given = self.kafka_clients(preferred).config(preferred)
+        differing = sorted(
+            key for key in protected if key not in given or str(config[key]) != str(given[key])
+        )
+        if differing:
+            # Names only: the values may be secrets.
+            raise ConfigError(
+                f"client configuration of application '{self.name}' sets"
+                f" {', '.join(differing)}, which the topology gives cluster '{preferred}'"
+                " otherwise or not at all: leave it out, the security settings of every"
+                " cluster come from the topology"
+            )
+        own = {key: value for key, value in config.items() if key not in protected}
+        return {**_APPLICATION_DEFAULTS, **own}
+
+    def kafka_clients(self, cluster: str) -> KafkaClients:
+        """The factory of the application's clients of ``cluster``: the topology's settings,
+        with the local ``drsvc dev`` environment's bootstrap servers where the topology names
+        none."""
+        overrides: dict[str, str] = {}
+        if self.topology.cluster(cluster).bootstrap_servers is None:
+            overrides[cluster] = _local_endpoints().bootstrap_servers(cluster)
+        return KafkaClients(self.topology, overrides)
+
+    def client_config(self, cluster: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The librdkafka settings of a client of ``cluster`` with the application's own
+        ``config`` (:meth:`client_settings`): what the port's factory builds it with."""
+        return self.kafka_clients(cluster).config(cluster, self.client_settings(config))
 
     def policy_on(self, cluster: str) -> ReplicationPolicy:
         """How copies are named on ``cluster``: the policy of the flows into it (identity when

@@ -47,8 +47,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-
 from drsvc.client.active_cluster import ActiveCluster, ActiveState, known_cluster
 from drsvc.client.application import ClientApplication
 from drsvc.client.origins import origin_of
@@ -58,6 +56,9 @@ from drsvc.errors import (
     DrsvcError,
     NoActiveClusterError,
 )
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.hot import KafkaException
+from drsvc.kafka.types import Consumer, KafkaError, Message, TopicPartition
 from drsvc.topology.models import Topology
 from failover.logical_topics import LogicalTopic, Origin, drain_blockers, drained
 
@@ -90,8 +91,10 @@ _TOPOLOGY_CHECK_S = 2.0
 class FailoverConsumer:
     """``Consumer`` (poll, consume, commit, close, subscribe ...) over the active cluster of
     application ``app`` of ``topology`` (a path or a loaded topology). ``config`` is a
-    confluent-kafka configuration with ``group.id`` and without ``bootstrap.servers``;
-    ``consul`` a ``host:port`` (default as the CLI finds it)."""
+    confluent-kafka configuration with ``group.id`` and without ``bootstrap.servers`` (security
+    settings come from the topology too); ``consul`` a ``host:port`` (default as the CLI finds
+    it). ``clients`` builds the underlying consumers (default: a factory of the application's
+    topology, made when a cluster is joined)."""
 
     def __init__(
         self,
@@ -101,6 +104,7 @@ class FailoverConsumer:
         *,
         consul: str | None = None,
         active: ActiveCluster | None = None,
+        clients: KafkaClients | None = None,
     ) -> None:
         if not config.get("group.id"):
             raise ConfigError(f"the consumer of application '{app}' needs a group.id")
@@ -108,6 +112,7 @@ class FailoverConsumer:
         self._active = active if active is not None else ActiveCluster(app, topology, consul=consul)
         self._app = self._active.application
         self._app.client_config(self._app.application.preferred, config)  # refuses servers early
+        self._clients = clients
         self._topology_file = None if isinstance(topology, Topology) else Path(topology)
         self._topology_stamp = _stamp(self._topology_file)
         self._next_topology_check = time.monotonic() + _TOPOLOGY_CHECK_S
@@ -121,7 +126,8 @@ class FailoverConsumer:
         # Remote copies created while running are found through the pattern subscription at
         # the next metadata refresh: keep it short unless the application chose. Commits and
         # offset stores are this class's (within the lease, and only of processed messages).
-        underlying = {k: v for k, v in config.items() if k != "auto.commit.interval.ms"}
+        own = self._app.client_settings(config)
+        underlying = {k: v for k, v in own.items() if k != "auto.commit.interval.ms"}
         self._config = {
             "topic.metadata.refresh.interval.ms": 5000,
             **underlying,
@@ -431,7 +437,8 @@ class FailoverConsumer:
             log.warning("application %s: cannot read the failover's cut-offs yet: %s",
                         self._app.name, err)  # fmt: skip
             return
-        consumer = Consumer(self._app.client_config(cluster, self._config))
+        clients = self._clients if self._clients is not None else self._app.kafka_clients(cluster)
+        consumer = clients.consumer(cluster, self._config)
         self._cutoffs = cutoffs
         self._held = {}
         self._returned = []

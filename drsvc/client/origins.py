@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import Message
-
+from drsvc.kafka.types import Message
 from failover.logical_topics import Origin, origin
 
 __all__ = ["origin_of"]

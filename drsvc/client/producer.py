@@ -42,10 +42,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
-
 from drsvc.client.active_cluster import ActiveCluster, ActiveState, known_cluster
 from drsvc.errors import ConfigError, NoActiveClusterError
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.types import Producer
 from drsvc.topology.models import Topology
 from failover.epoch_header import EPOCH_HEADER, encode_epoch
 
@@ -72,8 +72,10 @@ Header = tuple[str, str | bytes | None]
 class FailoverProducer:
     """``Producer`` (produce, poll, flush, len, close) over the active cluster of application
     ``app`` of ``topology`` (a path or a loaded topology). ``config`` is a confluent-kafka
-    configuration without ``bootstrap.servers``; ``consul`` a ``host:port`` (default as the CLI
-    finds it)."""
+    configuration without ``bootstrap.servers`` (security settings come from the topology too);
+    ``consul`` a ``host:port`` (default as the CLI finds it). ``clients`` builds the underlying
+    producers (default: a factory of the application's topology, made when a cluster is
+    joined)."""
 
     def __init__(
         self,
@@ -84,12 +86,14 @@ class FailoverProducer:
         consul: str | None = None,
         active: ActiveCluster | None = None,
         clock: Callable[[], float] | None = None,
+        clients: KafkaClients | None = None,
     ) -> None:
         self._owns_active = active is None
         self._active = active if active is not None else ActiveCluster(app, topology, consul=consul)
         self._app = self._active.application
         self._app.client_config(self._app.application.preferred, config)  # refuses servers early
-        self._config = dict(config)
+        self._config = self._app.client_settings(config)
+        self._clients = clients
         # Lease ends are measured on the follower's clock (the default): budgets must be too.
         self._clock = clock if clock is not None else self._active.now
         self._lock = threading.RLock()
@@ -203,9 +207,12 @@ class FailoverProducer:
             )
         if self._producer is None:
             known_cluster(self._app, state.cluster)
-            config = self._app.client_config(state.cluster, self._config)
-            self._queue_timeout_s = _bound_queue_time(config, state)
-            self._producer = Producer(config)
+            overlay = dict(self._config)
+            self._queue_timeout_s = _bound_queue_time(overlay, state)
+            clients = self._clients
+            if clients is None:
+                clients = self._app.kafka_clients(state.cluster)
+            self._producer = clients.producer(state.cluster, overlay)
             self._joined = wanted
             self._epoch_header = (EPOCH_HEADER, encode_epoch(state.epoch))
             log.info("application %s: producing to %s (epoch %d)", self._app.name,
@@ -288,8 +295,9 @@ class FailoverProducer:
 
 
 def _bound_queue_time(config: dict[str, Any], state: ActiveState) -> float:
-    """Set the producer's message timeout to at most half the lease of the document it joins
-    under (the application's own setting stands where it is lower); returns it in seconds."""
+    """Set the message timeout in the producer's settings ``config`` to at most half the lease
+    of the document it joins under (the application's own setting stands where it is lower);
+    returns it in seconds."""
     assert state.document is not None
     bound_ms = max(1, int(state.document.lease_ms * _QUEUE_SHARE_OF_LEASE))
     asked = [int(config[k]) for k in _TIMEOUT_SETTINGS if k in config]

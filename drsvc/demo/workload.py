@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, Message
-
 from drsvc.client import FailoverConsumer, FailoverProducer, NoActiveClusterError
+from drsvc.kafka.types import KafkaError, Message
 from drsvc.verify.identity import parse, value_prefix
 
 __all__ = ["Acked", "OrdersWorkload", "Read"]

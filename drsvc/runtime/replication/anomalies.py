@@ -4,12 +4,11 @@ the lane state machine's: :class:`failover.partition_state.ReportStall`)."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
-
+from drsvc.kafka.clock import Clock
+from drsvc.kafka.types import TIMESTAMP_NOT_AVAILABLE, Message
 from drsvc.runtime.replication.topics import MirroredTopic
 from failover.topic_configs import retention_shorter_than
 
@@ -21,6 +20,8 @@ class BackfillAgeCheck:
     """Warns once per topic when copies are older than the remote topic keeps records."""
 
     target_alias: str
+    #: wall time, compared with the records' timestamps
+    clock: Clock
     warned: set[str] = field(default_factory=set)
 
     def check(self, msg: Message, mirrored_topics: Mapping[str, MirroredTopic]) -> None:
@@ -33,7 +34,7 @@ class BackfillAgeCheck:
         ts_type, ts = msg.timestamp()
         if mirrored is None or ts_type == TIMESTAMP_NOT_AVAILABLE:
             return
-        age_ms = int(time.time() * 1000) - ts
+        age_ms = self.clock.time_ms() - ts
         if retention_shorter_than(mirrored.configs, age_ms):
             self.warned.add(topic)
             log.warning(

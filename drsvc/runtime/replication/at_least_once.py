@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
-
 from drsvc.errors import FatalClientError, KafkaUnavailableError
+from drsvc.kafka.hot import KafkaException
+from drsvc.kafka.types import Consumer, KafkaError, Message, Producer, TopicPartition
 from drsvc.runtime.heartbeats.outage import OutageLog
-from drsvc.runtime.replication.boundary import Consumer, Producer, TopicCatalog
+from drsvc.runtime.replication.boundary import TopicCatalog
 from drsvc.runtime.replication.client_configs import (
     consumer_config,
     producer_config,
@@ -102,11 +102,12 @@ class AtLeastOnce:
 
     def start(self) -> None:
         engine = self.engine
+        target = self.settings.target_alias
         self._producer = engine.kafka.producer(
-            {**producer_config(self.settings), "error_cb": self.on_client_error}
+            target, {**producer_config(self.settings), "error_cb": self.on_client_error}
         )
         self._sync_producer = engine.kafka.producer(
-            {**sync_producer_config(self.settings), "error_cb": self.on_client_error}
+            target, {**sync_producer_config(self.settings), "error_cb": self.on_client_error}
         )
         self._syncs = SyncWriter(
             self.settings,

@@ -1,26 +1,27 @@
 """Everything the replication engine needs from the outside world, behind one object.
 
 The engine and its two delivery modes never construct a Kafka client, read the wall clock or
-start a thread themselves: they ask a :class:`KafkaBoundary` for clients, the flow's topic catalog
-(discovery, internal topics, slot ownership), the sync log (what the target already holds) and
-the heartbeat copier, and a :class:`Clock` for the time. :class:`ConfluentKafka` and
-:class:`SystemClock` are the real ones; tests pass fakes, so the whole loop of both modes runs in
-a unit test without a broker.
+start a thread themselves: they ask a :class:`KafkaBoundary` for clients (by cluster alias, with
+their own settings only), the flow's topic catalog (discovery, internal topics, slot ownership),
+the sync log (what the target already holds) and the heartbeat copier, and a
+:class:`drsvc.kafka.clock.Clock` for the time. :class:`ConfluentKafka` is the real boundary: its
+clients come from the port's factory (:class:`drsvc.kafka.clients.KafkaClients`), which merges
+the clusters' bootstrap and security settings. Tests pass fakes, so the whole loop of both modes
+runs in a unit test without a broker.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer as _Consumer
-from confluent_kafka import ConsumerGroupState
-from confluent_kafka import Producer as _Producer
-
 from drsvc.errors import KafkaUnavailableError
 from drsvc.kafka.admin import create_topic, describe_topics
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.clock import Clock, SystemClock
+from drsvc.kafka.errors import translated
+from drsvc.kafka.types import Consumer, ConsumerGroupState, Producer
 from drsvc.runtime.replication import repair
 from drsvc.runtime.replication.heartbeat_copier import HeartbeatCopier
 from drsvc.runtime.replication.settings import WorkerSettings
@@ -28,31 +29,14 @@ from drsvc.runtime.replication.topics import (
     MirroredTopic,
     TopicMirror,
     ensure_sync_topic,
+    flow_clients,
     mirror_for,
 )
 from failover import offset_syncs
 from failover.keepalive import LastCopy
 
-#: the clients the engine uses (confluent-kafka's; fakes stand in for them in unit tests)
-Consumer = _Consumer
-Producer = _Producer
-
-
-class Clock(Protocol):
-    """The engine's time: ``monotonic`` for every deadline, ``time`` (wall seconds) only to
-    compare with record timestamps."""
-
-    def monotonic(self) -> float: ...
-
-    def time(self) -> float: ...
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
+#: how long a topic created a moment ago may take to show in the target's metadata
+CREATED_TOPIC_WAIT_S = 30.0
 
 
 class TopicCatalog(Protocol):
@@ -114,9 +98,14 @@ class KafkaBoundary(Protocol):
     @property
     def background_discovery(self) -> bool: ...
 
-    def consumer(self, config: Mapping[str, Any]) -> Consumer: ...
+    def consumer(self, alias: str, overlay: Mapping[str, Any]) -> Consumer:
+        """A new consumer of cluster ``alias`` (the flow's source or target) with the role's
+        own settings ``overlay``; called at start and on rare events, never per record."""
+        ...
 
-    def producer(self, config: Mapping[str, Any]) -> Producer: ...
+    def producer(self, alias: str, overlay: Mapping[str, Any]) -> Producer:
+        """A new producer for cluster ``alias``, as :meth:`consumer`."""
+        ...
 
     def topics(self) -> TopicCatalog: ...
 
@@ -129,6 +118,7 @@ class KafkaBoundary(Protocol):
 class _MirrorCatalog:
     settings: WorkerSettings
     mirror: TopicMirror
+    clock: Clock
 
     def refresh(self) -> dict[str, MirroredTopic]:
         return self.mirror.refresh()
@@ -140,18 +130,20 @@ class _MirrorCatalog:
         admin = self.mirror.target_admin
         create_topic(admin, name, partitions=partitions, config={})
         # A topic created a moment ago may not be in every broker's metadata yet.
-        deadline = time.monotonic() + 30.0
+        clock = self.clock
+        deadline = clock.monotonic() + CREATED_TOPIC_WAIT_S
         while True:
             found = describe_topics(admin, [name]).get(name)
             if found is not None:
                 return found.partitions
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 raise KafkaUnavailableError(f"topic {name} was created but cannot be described")
-            time.sleep(0.2)
+            clock.sleep(0.2)
 
     def slot_assigned(self, group: str, member_id: str, topic: str, slot: int) -> bool | None:
-        future = self.mirror.target_admin.describe_consumer_groups([group], request_timeout=5.0)
-        description = future[group].result(timeout=10.0)
+        with translated(f"describing consumer group '{group}'", self.settings.target_alias):
+            future = self.mirror.target_admin.describe_consumer_groups([group], request_timeout=5.0)
+            description = future[group].result(timeout=10.0)
         if not member_id or description.state != ConsumerGroupState.STABLE:
             return None
         for member in description.members:
@@ -209,28 +201,41 @@ class _TargetSyncLog:
 
 @dataclass
 class ConfluentKafka:
-    """The real boundary: confluent-kafka clients on the flow's clusters."""
+    """The real boundary: confluent-kafka clients on the flow's clusters. One factory of the
+    flow (:func:`~drsvc.runtime.replication.topics.flow_clients`, from the settings' resolved
+    source and target settings) builds the engine's clients, the topic mirror's and the
+    heartbeat copier's, so each cluster has one admin client in the worker."""
 
     settings: WorkerSettings
+    clock: Clock = field(default_factory=SystemClock)
+    _clients: KafkaClients | None = field(default=None, init=False)
     _catalog: _MirrorCatalog | None = field(default=None, init=False)
 
     @property
     def background_discovery(self) -> bool:
         return True
 
-    def consumer(self, config: Mapping[str, Any]) -> Consumer:
-        return _Consumer(dict(config))
+    @property
+    def clients(self) -> KafkaClients:
+        """The flow's client factory (built on first use)."""
+        if self._clients is None:
+            self._clients = flow_clients(self.settings, self.clock)
+        return self._clients
 
-    def producer(self, config: Mapping[str, Any]) -> Producer:
-        return _Producer(dict(config))
+    def consumer(self, alias: str, overlay: Mapping[str, Any]) -> Consumer:
+        return self.clients.consumer(alias, overlay)
+
+    def producer(self, alias: str, overlay: Mapping[str, Any]) -> Producer:
+        return self.clients.producer(alias, overlay)
 
     def topics(self) -> TopicCatalog:
         if self._catalog is None:
-            self._catalog = _MirrorCatalog(self.settings, mirror_for(self.settings))
+            mirror = mirror_for(self.settings, clients=self.clients)
+            self._catalog = _MirrorCatalog(self.settings, mirror, self.clock)
         return self._catalog
 
     def sync_log(self) -> SyncLog:
         return _TargetSyncLog(self.settings)
 
     def heartbeat_copier(self) -> BackgroundCopier:
-        return HeartbeatCopier(self.settings)
+        return HeartbeatCopier(self.settings, clients=self.clients)

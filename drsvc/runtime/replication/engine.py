@@ -28,7 +28,9 @@ acknowledged before progress is committed, rewinds) and exactly once (:mod:`.exa
 slots, transactional producers, copies, syncs and progress in one transaction).
 
 Every client, the clock and the heartbeat copier come from a :class:`.boundary.KafkaBoundary`
-and a :class:`.boundary.Clock`, so the whole loop runs in unit tests on fakes.
+and a :class:`drsvc.kafka.clock.Clock`, so the whole loop runs in unit tests on fakes. The
+clients are confluent-kafka's own, unwrapped, and asked for at start and on rare events only:
+the copy loop calls them directly.
 """
 
 from __future__ import annotations
@@ -40,24 +42,19 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
 
-from confluent_kafka import (
+from drsvc.kafka.clock import Clock, SystemClock
+from drsvc.kafka.hot import KafkaException
+from drsvc.kafka.types import (
     TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
     KafkaError,
-    KafkaException,
     Message,
+    Producer,
     TopicPartition,
 )
-
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck
-from drsvc.runtime.replication.boundary import (
-    Clock,
-    ConfluentKafka,
-    Consumer,
-    KafkaBoundary,
-    Producer,
-    SystemClock,
-    TopicCatalog,
-)
+from drsvc.runtime.replication.boundary import ConfluentKafka, KafkaBoundary, TopicCatalog
+from drsvc.runtime.replication.client_configs import judge_reader_config
 from drsvc.runtime.replication.control import ControlFollower, ControlReader, consul_reader
 from drsvc.runtime.replication.discovery import Discovered, TopicDiscovery
 from drsvc.runtime.replication.lane import NOT_WATCHED, Lane, WorkerStats
@@ -125,7 +122,9 @@ class Delivery(Protocol):
         """Create the internal topics (before any client starts)."""
         ...
 
-    def source_config(self) -> dict[str, Any]: ...
+    def source_config(self) -> dict[str, Any]:
+        """The source consumer's own settings (the factory adds the source cluster's)."""
+        ...
 
     def start(self) -> None:
         """Create the delivery's clients; the engine's source consumer exists."""
@@ -214,8 +213,10 @@ class ReplicationEngine:
         self.settings = settings
         self.flow_id = settings.flow_id
         self.stats = WorkerStats()
-        self.kafka: KafkaBoundary = kafka if kafka is not None else ConfluentKafka(settings)
         self.clock: Clock = clock if clock is not None else SystemClock()
+        self.kafka: KafkaBoundary = (
+            kafka if kafka is not None else ConfluentKafka(settings, self.clock)
+        )
         self.policy = PartitionPolicy(
             max_backoff_s=settings.max_retry_backoff_s, stall_warning_s=settings.stall_warning_s
         )
@@ -235,7 +236,7 @@ class ReplicationEngine:
             settings.throttle_bytes_per_s,
             standby=settings.standby,
         )
-        self._backfill_check = BackfillAgeCheck(settings.target_alias)
+        self._backfill_check = BackfillAgeCheck(settings.target_alias, self.clock)
         self.stale_records = StaleRecordsLog(
             settings.flow_id,
             stale_records
@@ -294,7 +295,9 @@ class ReplicationEngine:
     def run(self, on_cycle: Callable[[ReplicationEngine], None] | None = None) -> None:
         """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
         self.delivery.prepare(self.catalog)
-        self._consumer = self.kafka.consumer(self.delivery.source_config())
+        self._consumer = self.kafka.consumer(
+            self.settings.source_alias, self.delivery.source_config()
+        )
         self.delivery.start()
         # What exists now lives as long as the worker: keep it out of the garbage collector's
         # sight (its scans took a sixth of the worker's CPU per record when profiled).
@@ -691,15 +694,7 @@ class ReplicationEngine:
         after it. A reader of its own reads each range again (never copying, never joining the
         flow's group), at most ``JUDGE_MAX_RECORDS`` per partition from the boundary and for
         ``JUDGE_BUDGET_S`` in all; what it leaves is logged."""
-        reader = self.kafka.consumer(
-            {
-                **dict(self.settings.source_client),
-                "group.id": f"{self.settings.group_id}.judge",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-            }
-        )
+        reader = self.kafka.consumer(self.settings.source_alias, judge_reader_config(self.settings))
         ends = {
             lane.key: (lane, min(end, start + JUDGE_MAX_RECORDS)) for lane, start, end in ranges
         }

@@ -35,10 +35,17 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
-
 from drsvc.errors import ConfigError, KafkaUnavailableError
-from drsvc.runtime.replication.boundary import Consumer, Producer, TopicCatalog
+from drsvc.kafka.hot import KafkaException
+from drsvc.kafka.types import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from drsvc.runtime.replication.boundary import TopicCatalog
 from drsvc.runtime.replication.client_configs import (
     progress_reader_config,
     slot_membership_config,
@@ -184,9 +191,10 @@ class ExactlyOnce:
 
     def start(self) -> None:
         kafka = self.engine.kafka
-        self._progress = kafka.consumer(progress_reader_config(self.settings))
+        target = self.settings.target_alias
+        self._progress = kafka.consumer(target, progress_reader_config(self.settings))
         self._group_metadata = self._progress.consumer_group_metadata()
-        self._membership = kafka.consumer(slot_membership_config(self.settings))
+        self._membership = kafka.consumer(target, slot_membership_config(self.settings))
         self._membership.subscribe(
             [self.names.slots_topic],
             on_assign=self._on_assign,
@@ -584,10 +592,11 @@ class ExactlyOnce:
         s = self.settings
         taken: list[Slot] = []  # the slot, once it exists: what the producer's errors fail
         producer = self.engine.kafka.producer(
+            s.target_alias,
             {
                 **slot_producer_config(self.settings, number),
                 "error_cb": partial(self._on_client_error, taken),
-            }
+            },
         )
         try:
             producer.init_transactions(s.transaction_timeout_ms / 1000 + 10)

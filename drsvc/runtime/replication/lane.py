@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from confluent_kafka import TopicPartition
-
+from drsvc.kafka.types import TopicPartition
 from drsvc.runtime.replication.metrics import PartitionCounters
 from failover.copy_progress import PartitionProgress
 from failover.keepalive import (

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 from functools import partial
 
-from confluent_kafka import KafkaError, Message
-
-from drsvc.runtime.replication.boundary import Clock, Producer, SyncLog
+from drsvc.kafka.clock import Clock
+from drsvc.kafka.types import KafkaError, Message, Producer
+from drsvc.runtime.replication.boundary import SyncLog
 from drsvc.runtime.replication.lane import Lane, WorkerStats
 from drsvc.runtime.replication.settings import WorkerSettings
 from failover import offset_syncs

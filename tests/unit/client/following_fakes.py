@@ -1,16 +1,19 @@
 """What the client tests share: a topology, an active-cluster follower that runs no threads of
 its own (tests call ``watch_once``/``notify_changes``), and confluent-kafka clients that record
-what reached which cluster, on the fake clock."""
+what reached which cluster, on the fake clock, handed out by the port's own client factory
+(:class:`RecordingClients`) that the tests give the client."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from memory_coordination import FakeClock, MemoryCoordinator
 
 from drsvc.client.active_cluster import ActiveCluster
+from drsvc.kafka.clients import KafkaClients
+from drsvc.kafka.types import Consumer, Producer
 from drsvc.topology.loader import load_topology_text
 from drsvc.topology.models import Topology
 from failover.active import ActiveDocument
@@ -59,6 +62,34 @@ def follower(store: MemoryCoordinator, clock: FakeClock, lease_s: float = 15.0) 
     return Unstarted("orders", topology(lease_s), coordinator=store, clock=clock.monotonic)
 
 
+ClientClass = Callable[[Mapping[str, Any]], Any]
+
+
+class RecordingClients(KafkaClients):
+    """The port's client factory with recording clients: their settings are merged by the real
+    factory (the topology's servers and security settings, the port's defaults, the overlay),
+    then given to ``consumer_class`` or ``producer_class`` instead of confluent-kafka's."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        consumer_class: ClientClass | None = None,
+        producer_class: ClientClass | None = None,
+    ) -> None:
+        super().__init__(topology)
+        self.consumer_class = consumer_class
+        self.producer_class = producer_class
+
+    def consumer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Consumer:
+        assert self.consumer_class is not None, "this test makes no consumer"
+        return cast(Consumer, self.consumer_class(self.config(alias, overlay)))
+
+    def producer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Producer:
+        assert self.producer_class is not None, "this test makes no producer"
+        return cast(Producer, self.producer_class(self.config(alias, overlay)))
+
+
 @dataclass
 class Traffic:
     """What reached each cluster, and when (fake clock)."""
@@ -72,6 +103,8 @@ class Traffic:
     calls: list[tuple[str, str, float]] = field(default_factory=list)
     #: the configuration of every producer made, in order
     configs: list[dict[str, Any]] = field(default_factory=list)
+    #: what the client under test builds its clients with (set by the test's fixtures)
+    clients: KafkaClients | None = None
 
     def producer_class(self) -> Callable[[Mapping[str, Any]], Any]:
         traffic = self

@@ -3,6 +3,8 @@ in-memory coordinator and a fake clock (the threads only repeat these steps)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from following_fakes import KEY, topology, write
 from memory_coordination import FakeClock, MemoryCoordinator
@@ -10,6 +12,7 @@ from memory_coordination import FakeClock, MemoryCoordinator
 from drsvc.client.active_cluster import ActiveCluster, ActiveState
 from drsvc.client.application import ClientApplication
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
+from drsvc.kafka.clients import CLIENT_DEFAULTS
 
 pytest_plugins = ["failover_fixtures"]
 
@@ -112,11 +115,16 @@ def test_a_failing_listener_does_not_keep_the_others_from_hearing(
 
 def test_client_settings_come_from_the_topology_and_may_not_name_servers() -> None:
     app = ClientApplication.of("orders", topology(LEASE_S))
+    # The port's factory merges them: its defaults, librdkafka's own log level for an
+    # application, the application's settings, the topology's.
     assert app.client_config("west", {"group.id": "g"}) == {
+        **CLIENT_DEFAULTS,
+        "log_level": 6,
         "bootstrap.servers": "127.0.0.1:9093",
         "security.protocol": "PLAINTEXT",
         "group.id": "g",
     }
+    assert app.client_config("west", {"group.id": "g", "log_level": 3})["log_level"] == 3
     with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
         app.client_config("west", {"bootstrap.servers": "elsewhere:9092"})
     assert [t.pattern() for t in app.logical_topics(["orders"], "west")] == [
@@ -136,3 +144,20 @@ def test_a_failover_record_that_is_missing_is_an_error_not_an_empty_cutoff(
 def test_an_unknown_application_is_named() -> None:
     with pytest.raises(ConfigError, match="nope"):
         ClientApplication.of("nope", topology(LEASE_S))
+
+
+def test_an_application_may_repeat_the_topologys_security_settings_but_not_change_them() -> None:
+    app = ClientApplication.of("orders", topology(LEASE_S))
+    # The same value as the topology gives the preferred cluster: harmless, dropped.
+    same = app.client_settings({"group.id": "g", "security.protocol": "PLAINTEXT"})
+    assert same == {"log_level": 6, "group.id": "g"}
+    for key, value in (
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.password", "not-in-any-message"),
+        ("enable.ssl.certificate.verification", "false"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(key)) as refused:
+            app.client_settings({"group.id": "g", key: value})
+        assert "not-in-any-message" not in str(refused.value)
+        with pytest.raises(ConfigError, match=re.escape(key)):
+            app.client_config("east", {"group.id": "g", key: value})

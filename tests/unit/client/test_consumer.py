@@ -11,11 +11,18 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
-from following_fakes import FakeMessage, Traffic, consumer_class, follower, topology, write
+from following_fakes import (
+    FakeMessage,
+    RecordingClients,
+    Traffic,
+    consumer_class,
+    follower,
+    topology,
+    write,
+)
 from memory_coordination import FakeClock, MemoryCoordinator
 
 import drsvc.client.active_cluster as active_module
-import drsvc.client.consumer as consumer_module
 from drsvc.client.active_cluster import ActiveCluster
 from drsvc.client.consumer import FailoverConsumer
 from drsvc.errors import CoordinatorUnavailableError, NoActiveClusterError
@@ -37,16 +44,18 @@ def records() -> dict[str, list[FakeMessage]]:
 
 
 @pytest.fixture(autouse=True)
-def fake_consumer(
-    monkeypatch: pytest.MonkeyPatch, traffic: Traffic, records: dict[str, list[FakeMessage]]
-) -> Any:
+def fake_consumer(traffic: Traffic, records: dict[str, list[FakeMessage]]) -> Any:
+    """The consumers the client builds: recording ones, through the port's factory."""
     fake = consumer_class(traffic, records)
-    monkeypatch.setattr(consumer_module, "Consumer", fake)
+    traffic.clients = RecordingClients(topology(LEASE_S), consumer_class=fake)
     return fake
 
 
 def _consumer(
-    store: MemoryCoordinator, clock: FakeClock, config: dict[str, Any] | None = None
+    store: MemoryCoordinator,
+    clock: FakeClock,
+    traffic: Traffic,
+    config: dict[str, Any] | None = None,
 ) -> tuple[ActiveCluster, FailoverConsumer]:
     active = follower(store, clock, lease_s=LEASE_S)
     consumer = FailoverConsumer(
@@ -54,16 +63,20 @@ def _consumer(
         active.application.topology,
         config or {"group.id": "g"},
         active=active,
+        clients=traffic.clients,
     )
     consumer.subscribe(["orders"])
     return active, consumer
 
 
 def _joined_east(
-    store: MemoryCoordinator, clock: FakeClock, config: dict[str, Any] | None = None
+    store: MemoryCoordinator,
+    clock: FakeClock,
+    traffic: Traffic,
+    config: dict[str, Any] | None = None,
 ) -> tuple[ActiveCluster, FailoverConsumer, float]:
     write(store, "east", 1, lease_ms=int(LEASE_S * 1000), by_failover=False)
-    active, consumer = _consumer(store, clock, config)
+    active, consumer = _consumer(store, clock, traffic, config)
     heard = clock.monotonic()
     active.watch_once()
     active.notify_changes()
@@ -81,11 +94,11 @@ def _none_heard(store: MemoryCoordinator, active: ActiveCluster, *, notify: bool
 
 
 def _none_heard_holding_two(
-    store: MemoryCoordinator, clock: FakeClock
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> tuple[FailoverConsumer, float]:
     """Joined east, the application processed 0 and 1 and holds 2 and 3 when the client hears
     none; the lease's end of the answer that named east is returned."""
-    active, consumer, lease_end = _joined_east(store, clock)
+    active, consumer, lease_end = _joined_east(store, clock, traffic)
     consumer.consume(2, 0)
     _none_heard(store, active)
     return consumer, lease_end
@@ -108,7 +121,7 @@ def _east(traffic: Traffic, what: str) -> list[tuple[str, float]]:
 def test_a_commit_after_the_switch_is_refused_and_never_reaches_the_old_cluster(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, lease_end = _joined_east(store, clock)
+    active, consumer, lease_end = _joined_east(store, clock, traffic)
     # The executor writes none while the application is busy with what it read.
     _none_heard(store, active, notify=False)
     clock.advance(30)  # the lease is long gone, the new cluster active by now
@@ -121,7 +134,7 @@ def test_a_commit_after_the_switch_is_refused_and_never_reaches_the_old_cluster(
 def test_a_commit_late_in_the_lease_is_refused(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, _ = _joined_east(store, clock)
+    active, consumer, _ = _joined_east(store, clock, traffic)
     clock.advance(LEASE_S - MARGIN_S / 2)  # the lease still holds, but only just
     assert active.cluster == "east"
     with pytest.raises(NoActiveClusterError):
@@ -133,7 +146,7 @@ def test_a_commit_late_in_the_lease_is_refused(
 def test_the_old_cluster_is_left_by_the_leases_end_without_a_poll(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, lease_end = _joined_east(store, clock)
+    active, consumer, lease_end = _joined_east(store, clock, traffic)
     # Consul stops answering; the application processes and never polls.
     clock.advance(LEASE_S)
     active.notify_changes()  # the notifier wakes at the lease's deadline
@@ -147,7 +160,7 @@ def test_the_old_cluster_is_left_by_the_leases_end_without_a_poll(
 def test_hearing_none_the_next_call_commits_what_was_processed_and_leaves(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    consumer, lease_end = _none_heard_holding_two(store, clock)
+    consumer, lease_end = _none_heard_holding_two(store, clock, traffic)
     time.sleep(0.5)  # the guard's ticks: it leaves the application time to finish
     assert _east(traffic, "close") == []
     assert consumer.consume(2, 0) == []  # nothing more from east; 2 and 3 are processed now
@@ -161,7 +174,7 @@ def test_hearing_none_the_next_call_commits_what_was_processed_and_leaves(
 def test_hearing_none_the_guard_leaves_for_an_application_that_does_not_call(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    _held_open, lease_end = _none_heard_holding_two(store, clock)  # never called again
+    _held_open, lease_end = _none_heard_holding_two(store, clock, traffic)  # never called again
     clock.advance(LEASE_S - LEASE_S / 4)  # the guard's point: a quarter lease before the end
     _eventually(lambda: bool(_east(traffic, "close")), "east's consumer closed")
     # Only what was processed is committed; 2 and 3 are read again on the new cluster.
@@ -176,7 +189,7 @@ def test_hearing_none_the_guard_leaves_for_an_application_that_does_not_call(
 def test_the_notifier_never_waits_for_the_application_thread(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, consumer, lease_end = _joined_east(store, clock)
+    active, consumer, lease_end = _joined_east(store, clock, traffic)
     inside, done = threading.Event(), threading.Event()
 
     def application_inside_a_call() -> None:
@@ -204,7 +217,7 @@ def test_automatic_commits_are_made_within_the_lease_and_only_of_what_was_proces
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic, fake_consumer: Any
 ) -> None:
     config = {"group.id": "g", "enable.auto.commit": True, "auto.commit.interval.ms": 1000}
-    active, consumer, _ = _joined_east(store, clock, config)
+    active, consumer, _ = _joined_east(store, clock, traffic, config)
     [east] = fake_consumer.instances
     # librdkafka would commit in the background, after a switch too: this class does it.
     underlying = (

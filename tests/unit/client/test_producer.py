@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from following_fakes import Traffic, follower, write
+from following_fakes import RecordingClients, Traffic, follower, topology, write
 from memory_coordination import FakeClock, MemoryCoordinator
 
-import drsvc.client.producer as producer_module
 from drsvc.client.producer import FailoverProducer
 from drsvc.errors import ConfigError, NoActiveClusterError
 from failover.active import lease_wait_s
@@ -22,31 +21,38 @@ MARGIN_S = 0.5
 
 
 @pytest.fixture
-def traffic(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Traffic:
+def traffic(clock: FakeClock) -> Traffic:
+    """The producers the client builds: recording ones, through the port's factory."""
     traffic = Traffic(clock)
-    monkeypatch.setattr(producer_module, "Producer", traffic.producer_class())
+    traffic.clients = RecordingClients(topology(LEASE_S), producer_class=traffic.producer_class())
     return traffic
 
 
 def _producer(
     store: MemoryCoordinator,
     clock: FakeClock,
+    traffic: Traffic,
     config: dict[str, Any] | None = None,
     lease_s: float = LEASE_S,
 ) -> tuple[Any, FailoverProducer]:
     active = follower(store, clock, lease_s=lease_s)
     producer = FailoverProducer(
-        "orders", active.application.topology, config or {}, active=active, clock=clock.monotonic
+        "orders",
+        active.application.topology,
+        config or {},
+        active=active,
+        clock=clock.monotonic,
+        clients=traffic.clients,
     )
     return active, producer
 
 
 def _producing_on_east(
-    store: MemoryCoordinator, clock: FakeClock
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> tuple[Any, FailoverProducer, float]:
     """East is active (epoch 1); the client heard so (at the time returned) and produced x."""
     write(store, "east", 1)
-    active, producer = _producer(store, clock)
+    active, producer = _producer(store, clock, traffic)
     active.watch_once()
     heard = clock.monotonic()
     active.notify_changes()
@@ -57,7 +63,7 @@ def _producing_on_east(
 def test_a_client_that_hears_none_late_stops_delivering_to_the_old_cluster_in_time(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, producer, old_answer_sent = _producing_on_east(store, clock)
+    active, producer, old_answer_sent = _producing_on_east(store, clock, traffic)
     clock.advance(0.2)
     write(store, None, 2)  # the executor's none, acknowledged now
     activation = clock.monotonic() + lease_wait_s(LEASE_S)
@@ -79,7 +85,7 @@ def test_a_client_that_hears_none_late_stops_delivering_to_the_old_cluster_in_ti
 def test_a_client_that_hears_none_at_once_flushes_until_the_old_lease_ends(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, producer, old_answer_sent = _producing_on_east(store, clock)
+    active, producer, old_answer_sent = _producing_on_east(store, clock, traffic)
     write(store, None, 2)
     active.watch_once()
     active.notify_changes()
@@ -90,7 +96,7 @@ def test_a_client_that_hears_none_at_once_flushes_until_the_old_lease_ends(
 def test_after_the_lease_lapsed_nothing_more_is_flushed(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    active, producer, _ = _producing_on_east(store, clock)
+    active, producer, _ = _producing_on_east(store, clock, traffic)
     clock.advance(LEASE_S)
     active.notify_changes()  # the notifier wakes at the deadline
     producer.close()
@@ -100,7 +106,7 @@ def test_after_the_lease_lapsed_nothing_more_is_flushed(
 def test_close_flushes_only_while_the_lease_holds(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
-    _, producer, heard = _producing_on_east(store, clock)
+    _, producer, heard = _producing_on_east(store, clock, traffic)
     assert producer.close(timeout=60) == 1  # handed back, not delivered after the lease
     assert traffic.delivering_until("east") == pytest.approx(heard + LEASE_S - MARGIN_S)
 
@@ -109,7 +115,7 @@ def test_every_record_carries_the_epoch_it_was_produced_under(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
     write(store, "east", 7)
-    active, producer = _producer(store, clock)
+    active, producer = _producer(store, clock, traffic)
     active.watch_once()
     producer.produce("orders", b"a")
     producer.produce("orders", b"b", headers=[("trace", b"1")])
@@ -140,7 +146,7 @@ def test_a_record_is_taken_only_while_it_would_expire_within_the_lease(
     """A frozen process's queue is sent when it wakes, before any code of it runs: every queued
     record must time out in the client before the lease it was taken under ends."""
     write(store, "east", 1)
-    active, producer = _producer(store, clock)
+    active, producer = _producer(store, clock, traffic)
     active.watch_once()
     heard = clock.monotonic()
     producer.produce("orders", b"x")
@@ -161,7 +167,7 @@ def test_an_application_timeout_below_half_the_lease_stands(
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
     write(store, "east", 1)
-    active, producer = _producer(store, clock, {"delivery.timeout.ms": 3000})
+    active, producer = _producer(store, clock, traffic, {"delivery.timeout.ms": 3000})
     active.watch_once()
     producer.produce("orders", b"x")
     config = traffic.configs[-1]
@@ -174,8 +180,19 @@ def test_a_linger_that_a_record_could_not_leave_within_is_refused_with_the_reaso
     store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
 ) -> None:
     write(store, "east", 1, lease_ms=2000)
-    active, producer = _producer(store, clock, {"linger.ms": 1000}, lease_s=2)
+    active, producer = _producer(store, clock, traffic, {"linger.ms": 1000}, lease_s=2)
     active.watch_once()
     with pytest.raises(ConfigError, match=r"linger\.ms 1000 is not below 1000 ms"):
         producer.produce("orders", b"x")
     producer.close()
+
+
+def test_security_settings_other_than_the_topologys_are_refused_when_the_producer_is_made(
+    store: MemoryCoordinator, clock: FakeClock, traffic: Traffic
+) -> None:
+    # The topology says how every cluster authenticates; refused at once, not at a switch.
+    with pytest.raises(ConfigError, match=r"sasl\.username"):
+        _producer(store, clock, traffic, {"sasl.username": "someone"})
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers: leave it out"):
+        _producer(store, clock, traffic, {"bootstrap.servers": "elsewhere:9092"})
+    assert traffic.configs == []

@@ -1,5 +1,5 @@
 """The port's one clock: the system clock reads the machine's clocks, and it can stand in for
-both clocks the runtime declares today (the replication engine's and the failover executor's)."""
+the other clock the runtime declares today (the failover executor's)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,6 @@ import time
 
 from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.runtime.failover import executor
-from drsvc.runtime.replication import boundary
-
-
-def _engine_reading(clock: boundary.Clock) -> tuple[float, float]:
-    return clock.monotonic(), clock.time()
 
 
 def _executor_reading(clock: executor.Clock) -> tuple[int, float]:
@@ -19,11 +14,11 @@ def _executor_reading(clock: executor.Clock) -> tuple[int, float]:
     return clock.time_ms(), clock.monotonic()
 
 
-def test_the_system_clock_is_a_clock_for_the_port_and_both_existing_protocols() -> None:
+def test_the_system_clock_is_a_clock_for_the_port_and_the_executors_protocol() -> None:
     # The annotations are the check (the protocols are structural): a type checker refuses the
-    # calls below if SystemClock lacks a method either existing protocol needs.
+    # call below if SystemClock lacks a method the executor's protocol needs.
     clock: Clock = SystemClock()
-    monotonic, wall = _engine_reading(clock)
+    monotonic, wall = clock.monotonic(), clock.time()
     wall_ms, later = _executor_reading(clock)
     assert later >= monotonic
     assert wall_ms >= int(wall * 1000) - 1

@@ -19,6 +19,7 @@ FROM_CLIENT = [
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
     "Consumer",
+    "ConsumerGroupState",
     "IsolationLevel",
     "KafkaError",
     "Message",

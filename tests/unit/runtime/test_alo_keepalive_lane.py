@@ -91,6 +91,12 @@ class Clock:
     def time(self) -> float:
         return 1_800_000_000.0 + self.now
 
+    def time_ms(self) -> int:
+        return int(self.time() * 1000)
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
 
 class Events(list[tuple[Lane, Event]]):
     def __call__(self, lane: Lane, event: Event) -> None:

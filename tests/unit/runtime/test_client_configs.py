@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from drsvc.kafka.clients import is_protected_setting
 from drsvc.runtime.replication.client_configs import (
     FETCH_QUEUE_BACKOFF_MS,
     SYNC_LINGER_MS,
     consumer_config,
+    judge_reader_config,
     producer_config,
+    progress_reader_config,
+    slot_membership_config,
     slot_producer_config,
     slot_source_config,
     sync_producer_config,
@@ -60,3 +68,25 @@ def test_the_source_consumer_fetches_again_soon_after_its_queue_drains() -> None
     assert config["max.partition.fetch.bytes"] == 1024 * 1024
     assert config["queued.max.messages.kbytes"] == settings().fetch_queue_kbytes
     assert slot_source_config(settings())["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS
+
+
+@pytest.mark.parametrize(
+    "overlay",
+    [
+        consumer_config,
+        producer_config,
+        sync_producer_config,
+        slot_source_config,
+        progress_reader_config,
+        slot_membership_config,
+        judge_reader_config,
+        lambda s: slot_producer_config(s, 3),
+    ],
+)
+def test_a_role_gives_only_its_own_settings_never_where_the_cluster_is_or_its_security(
+    overlay: Any,
+) -> None:
+    # The port's factory merges the cluster's bootstrap and security settings and refuses an
+    # overlay that sets them: a worker's clients would not start.
+    config = overlay(settings())
+    assert config and not [key for key in config if is_protected_setting(key)]

@@ -765,3 +765,22 @@ def test_records_copied_before_the_worker_learned_of_the_watch_are_judged_again(
     assert found == [StaleEntry("orders-service", TOPIC, 0, 5, tuple(late))]
     assert flow.engine.stats.stale_epoch_records == 2
     assert flow.copied(0) == flow.source_values(0)  # copied once each, nothing again
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_every_client_of_the_worker_comes_from_the_factory_by_cluster_alias(delivery: str) -> None:
+    flow = new_flow(delivery)
+    produce(flow, 50)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    kafka = flow.kafka
+    assert kafka.consumers and kafka.producers
+    assert kafka.clients.consumers == kafka.consumers
+    # The source consumer reads east; every other client is on the target.
+    source, *others = kafka.consumers
+    assert source.cluster is flow.east and all(c.cluster is flow.west for c in others)
+    assert all(p.cluster is flow.west for p in kafka.producers)
+    # The cluster's settings are the ones the worker's settings resolved, merged by the port.
+    settings = flow.engine.settings
+    for client in [*kafka.consumers, *kafka.producers]:
+        resolved = settings.source_client if client.cluster is flow.east else settings.target_client
+        assert {k: client.config[k] for k in resolved} == dict(resolved)

@@ -761,16 +761,22 @@ def test_new_partitions_of_a_subscribed_topic_are_assigned() -> None:
 # ------------------------------------------------------------------------- the engine's boundary
 
 
-def test_fake_kafka_hands_out_clients_on_the_cluster_the_config_names() -> None:
+def test_fake_kafka_hands_out_clients_by_alias_through_the_ports_factory() -> None:
     clock, east, west = clusters()
     settings = settings_for(east, west)
     kafka = FakeKafka(east, west, settings)
 
-    kafka.consumer({**settings.source_client, "group.id": "g"})
-    kafka.producer(dict(settings.target_client))
+    kafka.consumer("east", {"group.id": "g"})
+    kafka.producer("west", {"linger.ms": 7})
     assert kafka.consumers[0].cluster is east and kafka.producers[0].cluster is west
-    with pytest.raises(ValueError, match="names neither"):
-        kafka.consumer({"bootstrap.servers": "elsewhere:9092"})
+    assert kafka.clients.consumers == kafka.consumers
+    # The settings' resolved client settings merged by the real factory, the overlay kept.
+    assert kafka.consumers[0].config["bootstrap.servers"] == east.bootstrap
+    assert kafka.producers[0].config["linger.ms"] == 7
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
+        kafka.consumer("east", {"group.id": "g", "bootstrap.servers": "elsewhere:9092"})
+    with pytest.raises(ConfigError, match="north"):
+        kafka.consumer("north", {"group.id": "g"})
     copier = kafka.heartbeat_copier()
     copier.start()
     copier.stop()

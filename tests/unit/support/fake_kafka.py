@@ -2,10 +2,10 @@
 brokers.
 
 The engine reaches Kafka only through :class:`drsvc.runtime.replication.boundary.KafkaBoundary`
-and reads time only from a :class:`~drsvc.runtime.replication.boundary.Clock`. This module fakes
-both, so the whole loop of both delivery modes (discovery, rebalances, the hot path, delivery
-reports, offset syncs, commits, transactions, fencing) runs in a unit test in milliseconds, and
-always the same way:
+and reads time only from a :class:`~drsvc.kafka.clock.Clock`. This module fakes both, so the
+whole loop of both delivery modes (discovery, rebalances, the hot path, delivery reports, offset
+syncs, commits, transactions, fencing) runs in a unit test in milliseconds, and always the same
+way:
 
 * Nothing sleeps and nothing runs on a thread. Where a real client would wait (``consume``,
   ``poll``, ``flush`` with nothing to do, a call to a cluster that is down) the fake advances the
@@ -29,7 +29,8 @@ Building a flow on two fake clusters (the settings' bootstrap servers pick the c
 
 ``bootstrap_servers(east, west)`` is ``{"east": "fake-east:9092", "west": "fake-west:9092"}``:
 the bootstrap servers given to ``worker_settings`` win over the topology file's, and
-:class:`FakeKafka` hands out clients on the cluster whose bootstrap string a config names.
+:class:`FakeKafka` checks that the settings name its clusters. It hands out clients by cluster
+alias through a :class:`FakeKafkaClients` built from those settings, as the real boundary does.
 
 Code written against the port (:mod:`drsvc.kafka`) gets its clients by cluster alias from
 :class:`FakeKafkaClients`, the real factory with fake clients, so a role's topic reads run the
@@ -127,9 +128,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from drsvc.errors import KafkaUnavailableError
 from drsvc.kafka.admin import TopicInfo
 from drsvc.kafka.clients import KafkaClients
-from drsvc.kafka.types import AdminClient
+from drsvc.kafka.types import AdminClient, Consumer, Producer
 from drsvc.runtime.replication import repair
-from drsvc.runtime.replication.boundary import Consumer, Producer
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.topics import MirroredTopic
 from drsvc.topology import Topology, load_topology_text
@@ -224,9 +224,8 @@ def _copies(partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
 
 
 class FakeClock:
-    """The port's :class:`~drsvc.kafka.clock.Clock` (and the engine's
-    :class:`~drsvc.runtime.replication.boundary.Clock`), moved only by :meth:`advance` (by
-    tests, or by a fake client that would otherwise wait) and :meth:`sleep`.
+    """The port's :class:`~drsvc.kafka.clock.Clock` (the replication engine's too), moved only
+    by :meth:`advance` (by tests, or by a fake client that would otherwise wait) and :meth:`sleep`.
 
     Wall time starts at a realistic epoch so that record timestamps, latencies and ages look like
     production ones; monotonic time starts well above zero so that "0.0 = never" is never now.
@@ -2216,7 +2215,10 @@ class FakeHeartbeatCopier:
 
 class FakeKafka:
     """The engine's :class:`~drsvc.runtime.replication.boundary.KafkaBoundary` on two fake
-    clusters: clients go to the cluster whose bootstrap string their config names."""
+    clusters. Its clients come from a :class:`FakeKafkaClients` built, as the real boundary's
+    factory is, from the settings' resolved client settings of the source and the target: a
+    role's overlay is merged (and refused if it sets a bootstrap or security key) by the port's
+    own code, and the client is a fake one on the cluster of that alias."""
 
     def __init__(
         self,
@@ -2241,38 +2243,27 @@ class FakeKafka:
         self.source = source
         self.target = target
         self.settings = settings
+        #: the port's factory on the two clusters, by the flow's aliases
+        self.clients = FakeKafkaClients.for_worker(source, target, settings)
         #: discovery runs in the loop (nothing runs on a thread here); a test of discovery on
         #: its own thread sets True
         self.background_discovery = False
         #: every client handed out, in order
-        self.consumers: list[FakeConsumer] = []
-        self.producers: list[FakeProducer] = []
+        self.consumers: list[FakeConsumer] = self.clients.consumers
+        self.producers: list[FakeProducer] = self.clients.producers
         self.copiers: list[FakeHeartbeatCopier] = []
         #: records a consumer takes from one partition before the next (see FakeConsumer.chunk)
         self.fetch_chunk = FakeConsumer.chunk
         self._catalog = FakeTopicCatalog(source, target, settings)
         self._sync_log = FakeSyncLog(target, settings)
 
-    def cluster_for(self, config: Mapping[str, Any]) -> FakeCluster:
-        servers = config.get("bootstrap.servers")
-        for cluster in (self.source, self.target):
-            if servers == cluster.bootstrap:
-                return cluster
-        raise ValueError(
-            f"bootstrap.servers {servers!r} names neither {self.source.bootstrap!r} nor "
-            f"{self.target.bootstrap!r}"
-        )
+    def consumer(self, alias: str, overlay: Mapping[str, Any]) -> Consumer:
+        consumer = self.clients.consumer(alias, overlay)
+        cast(FakeConsumer, consumer).chunk = self.fetch_chunk
+        return consumer
 
-    def consumer(self, config: Mapping[str, Any]) -> Consumer:
-        consumer = FakeConsumer(self.cluster_for(config), config, self.clock)
-        consumer.chunk = self.fetch_chunk
-        self.consumers.append(consumer)
-        return cast(Consumer, consumer)
-
-    def producer(self, config: Mapping[str, Any]) -> Producer:
-        producer = FakeProducer(self.cluster_for(config), config, self.clock)
-        self.producers.append(producer)
-        return cast(Producer, producer)
+    def producer(self, alias: str, overlay: Mapping[str, Any]) -> Producer:
+        return self.clients.producer(alias, overlay)
 
     def topics(self) -> FakeTopicCatalog:
         return self._catalog
@@ -2306,15 +2297,38 @@ class FakeKafkaClients(KafkaClients):
     def __init__(self, *clusters: FakeCluster, topology: Topology | None = None) -> None:
         if not clusters:
             raise ValueError("FakeKafkaClients needs at least one FakeCluster")
-        clock = clusters[0].clock
-        if any(cluster.clock is not clock for cluster in clusters):
-            raise ValueError("the clusters of FakeKafkaClients must share one FakeClock")
         if topology is None:
             names = "".join(f"  {cluster.name}: {{}}\n" for cluster in clusters)
             topology = load_topology_text(f"name: fake\nclusters:\n{names}")
-        super().__init__(topology, bootstrap_servers(*clusters), clock=clock)
+        super().__init__(topology, bootstrap_servers(*clusters), clock=clusters[0].clock)
+        self._fake(clusters)
+
+    @classmethod
+    def for_worker(
+        cls, source: FakeCluster, target: FakeCluster, settings: WorkerSettings
+    ) -> FakeKafkaClients:
+        """The factory a replication worker's boundary builds
+        (:meth:`~drsvc.kafka.clients.KafkaClients.for_configs` of the settings' resolved client
+        settings), on ``source`` and ``target`` by the flow's aliases."""
+        clients = cls.for_configs(
+            {
+                settings.source_alias: settings.source_client,
+                settings.target_alias: settings.target_client,
+            },
+            clock=source.clock,
+        )
+        assert isinstance(clients, FakeKafkaClients)
+        clients._fake((source, target), aliases=(settings.source_alias, settings.target_alias))
+        return clients
+
+    def _fake(self, clusters: Sequence[FakeCluster], aliases: Sequence[str] | None = None) -> None:
+        clock = clusters[0].clock
+        if any(cluster.clock is not clock for cluster in clusters):
+            raise ValueError("the clusters of FakeKafkaClients must share one FakeClock")
         self.fake_clock = clock
-        self.clusters = {cluster.name: cluster for cluster in clusters}
+        names = aliases if aliases is not None else [cluster.name for cluster in clusters]
+        #: the fake cluster of each alias
+        self.clusters = dict(zip(names, clusters, strict=True))
         #: every client handed out, in order
         self.consumers: list[FakeConsumer] = []
         self.producers: list[FakeProducer] = []
