@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from fake_kafka import FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -546,10 +547,11 @@ def retake(state: SlotState) -> tuple[SlotState, float]:
 def test_a_timed_out_slot_is_taken_again_promptly_with_a_growing_backoff() -> None:
     delays_max_2s = RetakeDelays(taken_over_s=15.0, timeout_first_s=0.1, timeout_max_s=2.0)
     policy = SlotPolicy(transaction_timeout_s=TIMEOUT_S, retake=delays_max_2s)
-    now = 1000.0
-    state, delays = taken_at(now), []
+    clock = FakeClock()
+    state, delays = taken_at(clock.monotonic()), []
     for _ in range(7):
-        failed_at = now + LATE_S
+        clock.advance(LATE_S)  # the target is slow: the transaction outlives its timeout
+        failed_at = clock.monotonic()
         timed_out: tuple[Event, ...] = (
             CommitCheck(),
             CommitFailed("fenced", FENCED),
@@ -559,7 +561,9 @@ def test_a_timed_out_slot_is_taken_again_promptly_with_a_growing_backoff() -> No
             state, _ = step(state, event, failed_at, policy)
         assert isinstance(state.stage, Waiting)
         delays.append(round(state.stage.at - failed_at, 6))
-        now = state.stage.at
+        # Not a moment early: the retake waits its backoff.
+        assert step(state, RetakeCheck(), failed_at, policy) == (state, ())
+        clock.advance(state.stage.at - failed_at)
         taken_again: tuple[Event, ...] = (
             RetakeCheck(),
             Taken(),
@@ -567,7 +571,8 @@ def test_a_timed_out_slot_is_taken_again_promptly_with_a_growing_backoff() -> No
             TransactionBegun(),
         )
         for event in taken_again:
-            state, _ = step(state, event, now, policy)
+            state, _ = step(state, event, clock.monotonic(), policy)
+        assert producer_ready(state)
     assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
     assert max(delays) < 15.0
 
@@ -712,6 +717,17 @@ def test_a_deleted_position_drops_at_once_with_no_error_of_its_own() -> None:
     assert drop_kind(actions) is SlotFailure.FAILED
     assert Release(abort_transaction=False) in actions
     assert state.stage == Waiting(1.5, SlotFailure.FAILED)
+
+
+def test_a_slot_given_back_while_the_group_is_asked_is_not_retaken() -> None:
+    state = STATES["dropping"]
+    state, _ = step(state, Revoked(), NOW, POLICY)
+    state, actions = step(state, OwnerAnswered(None), NOW, POLICY)
+    assert state == SlotState(Unowned(), 2)
+    assert actions == (
+        Release(abort_transaction=False),
+        ReportFailure(SlotFailure.TAKEN_OVER, "fenced", NOW - 70.0, 0.0),
+    )
 
 
 def test_a_shutdown_commits_open_transactions_and_lets_every_slot_go() -> None:
@@ -886,7 +902,7 @@ def answers(
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_properties_hold_when_driven_like_the_mode(data: st.DataObject) -> None:
-    state, model, backoff, now = SlotState(), Model(), RetakeBackoff(**vars(DELAYS)), 0.0
+    state, model, backoff, clock = SlotState(), Model(), RetakeBackoff(**vars(DELAYS)), FakeClock()
     pending: list[tuple[float, Event]] = []
     for _ in range(data.draw(st.integers(1, 80))):
         if pending:
@@ -895,7 +911,8 @@ def test_properties_hold_when_driven_like_the_mode(data: st.DataObject) -> None:
             gap, event = data.draw(gaps), data.draw(spontaneous)
             if isinstance(event, ProducerWanted) and data.draw(st.booleans()):
                 pending.append((0.0, Copied(data.draw(st.integers(1, 6)))))
-        now += gap
+        clock.advance(gap)
+        now = clock.monotonic()
         if isinstance(event, Copied) and not producer_ready(state):
             continue  # the hot path copies only into a producer it was given
         before = state
