@@ -182,6 +182,30 @@ def classify_failure(
     return SlotFailure.TAKEN_OVER
 
 
+@dataclass(frozen=True)
+class RetakeDelays:
+    """How long a failed slot waits before it is taken again, by failure kind and by the number of
+    failures in a row (pure and immutable: :mod:`failover.slot_state` keeps the count in its state,
+    :class:`RetakeBackoff` per slot number). See :class:`RetakeBackoff` for the reasons."""
+
+    taken_over_s: float = 15.0
+    timeout_first_s: float = 0.1
+    timeout_max_s: float = 5.0
+    failed_first_s: float = 0.5
+    failed_max_s: float = 30.0
+
+    def delay_s(self, kind: SlotFailure, failures_in_a_row: int) -> float:
+        """The wait after the ``failures_in_a_row``-th failure in a row (this one included)."""
+        # The doubling stops at 2 ** 16, far past the maxima in use (a float would overflow at
+        # 2 ** 1024).
+        growth = 2.0 ** min(failures_in_a_row - 1, 16)
+        if kind is SlotFailure.TAKEN_OVER:
+            return self.taken_over_s
+        if kind is SlotFailure.TRANSACTION_TIMED_OUT:
+            return min(self.timeout_max_s, self.timeout_first_s * growth)
+        return min(self.failed_max_s, self.failed_first_s * growth)
+
+
 @dataclass
 class RetakeBackoff:
     """When to take a failed slot again, per slot (pure: the caller passes the time).
@@ -204,14 +228,17 @@ class RetakeBackoff:
         """Note a failure of ``slot``; return when (on the caller's clock) to take it again."""
         count = self._in_a_row.get(slot, 0) + 1
         self._in_a_row[slot] = count
-        growth = 2.0 ** min(count - 1, 16)
-        if kind is SlotFailure.TAKEN_OVER:
-            delay = self.taken_over_s
-        elif kind is SlotFailure.TRANSACTION_TIMED_OUT:
-            delay = min(self.timeout_max_s, self.timeout_first_s * growth)
-        else:
-            delay = min(self.failed_max_s, self.failed_first_s * growth)
-        return now + delay
+        return now + self.delays().delay_s(kind, count)
+
+    def delays(self) -> RetakeDelays:
+        """The same timings, without the per-slot count."""
+        return RetakeDelays(
+            self.taken_over_s,
+            self.timeout_first_s,
+            self.timeout_max_s,
+            self.failed_first_s,
+            self.failed_max_s,
+        )
 
     def succeeded(self, slot: int) -> None:
         """A transaction of ``slot`` committed: the next failure starts from the first delay."""
