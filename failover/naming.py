@@ -147,10 +147,12 @@ CHECKPOINTS_READER_GROUP = f"{OWN_GROUP_PREFIX}checkpoints-reader"
 (never joined, never committed)."""
 
 TRANSLATE_READER_GROUP = f"{OWN_GROUP_PREFIX}translate"
-#: reads the records a recovery replays and what an earlier replay copied (assigned only)
-REPLAY_READER_GROUP = f"{OWN_GROUP_PREFIX}replay-reader"
 """On a flow's target: the id of the consumer that reads a sync topic for a translation
 (assigned only, never commits)."""
+
+REPLAY_READER_GROUP = f"{OWN_GROUP_PREFIX}replay-reader"
+"""On both clusters of a recovery: the id of the consumer that reads the records a recovery
+replays and what an earlier replay copied (assigned only, never commits)."""
 
 SYNC_REPAIR_GROUP = f"{OWN_GROUP_PREFIX}sync-repair"
 """On a flow's target: the id of the consumer that scans remote topics for copies without offset

@@ -109,10 +109,16 @@ def _reader(
 def _read_topic(
     clients: KafkaClients, cluster: str, topic: str, what: str, timeout_s: float
 ) -> list[Message]:
-    """Every record of ``topic`` up to its end when the read starts, read uncommitted (empty
-    when it does not exist). ``timeout_s`` is how long the read may stand still."""
+    """Every committed record of ``topic`` up to its end when the read starts (empty when it
+    does not exist). ``timeout_s`` is how long the read may stand still.
+
+    Read committed, as before this read moved onto the port: MirrorMaker 2's offset syncs are
+    written without transactions (committed and uncommitted reads see the same), and an
+    exactly-once Connect (KIP-618) writes its offsets in transactions, whose aborted records are
+    progress that never happened: starting from one would skip what its copies never wrote. The
+    read still ends at a trailing transaction marker (the reader's end-of-partition rule)."""
     found: list[Message] = []
-    with _reader(clients, cluster, topic, what, timeout_s, committed=False) as reader:
+    with _reader(clients, cluster, topic, what, timeout_s, committed=True) as reader:
         for batch in reader.to_end():
             found.extend(batch)
     return found
