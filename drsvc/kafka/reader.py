@@ -33,7 +33,7 @@ see what is not committed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import closing
 from types import TracebackType
 from typing import Any
@@ -242,6 +242,23 @@ class TopicReader:
         if bounds is None:
             return
         yield from self.forward(bounds)
+
+    def each_record_to_end(
+        self, add: Callable[[int, int, bytes | None, bytes | None], None]
+    ) -> dict[int, int] | None:
+        """Call ``add(partition, offset, key, value)`` for every record :meth:`to_end` reads,
+        in offset order per partition; return where each partition's read stopped (its end
+        when the read began, or the stable end before it), or None when the topic does not
+        exist. For the readers that fold a whole topic into a state (offset syncs,
+        checkpoints)."""
+        for batch in self.to_end():
+            for message in batch:
+                partition, offset = message.partition(), message.offset()
+                if partition is not None and offset is not None:  # always, for a record
+                    add(partition, offset, message.key(), message.value())
+        if not self._state.exists:
+            return None
+        return dict(self._state.reached)
 
     def backwards(
         self,

@@ -140,16 +140,11 @@ def read_checkpoints(
         committed=True,
         limits=ReadLimits(stall_s=timeout_s),
     ) as reader:
-        for batch in reader.to_end():
-            for message in batch:
-                partition, offset = message.partition(), message.offset()
-                if partition is not None and offset is not None:  # always, for a record
-                    result.add_record(partition, offset, message.key(), message.value())
-        state = reader.state
-    if not state.exists:
+        ends = reader.each_record_to_end(result.add_record)
+    if ends is None:
         result.exists = False
-        return result
-    result.ends = dict(state.reached)
+    else:
+        result.ends = ends
     return result
 
 

@@ -132,17 +132,15 @@ def read_sync_topic(
         committed=True,
         limits=ReadLimits(stall_s=timeout_s),
     ) as reader:
-        for batch in reader.to_end():
-            for message in batch:
-                partition, offset = message.partition(), message.offset()
-                if partition is not None and offset is not None:  # always, for a record
-                    result.add_record(partition, offset, message.key(), message.value(), wanted)
-        state = reader.state
-    if not state.exists:
+
+        def add(partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+            result.add_record(partition, offset, key, value, wanted)
+
+        ends = reader.each_record_to_end(add)
+    if ends is None:
         result.exists = False
         return result
-    # Where each partition stopped: its end when the read began, or the stable end before it.
-    result.ends = dict(state.reached)
+    result.ends = ends
     log.debug(
         "read %d offset syncs from %s on %s (%d applied, %d conflicting partitions)",
         result.records,
