@@ -59,8 +59,8 @@ def build_app(command: str | None = None) -> typer.Typer:
 
     Given the built-in command about to run, only the module that defines it is imported. The
     modules import what their commands need at the top, and some need a lot (the API imports
-    FastAPI, faust and PySpark): a replication worker that loaded all of it would carry about
-    80 MiB it never uses, in every worker process ``drsvc run`` starts.
+    FastAPI and PySpark, the checkpoint stream faust): a replication worker that loaded all of
+    it would carry about 80 MiB it never uses, in every worker process ``drsvc run`` starts.
     """
     app = typer.Typer(
         name="drsvc",
