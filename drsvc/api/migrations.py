@@ -11,26 +11,24 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from drsvc.api.problems import ApiProblem
 from drsvc.components import load_components
-from drsvc.errors import ConfigError, RefusedError
+from drsvc.errors import RefusedError
 from drsvc.runtime.failover.views import plan_document, record_document
 from drsvc.runtime.migration.context import MigrationContext, migration_context
 from drsvc.runtime.migration.copier import MigrationCopier
 from drsvc.runtime.migration.cutover import check_cutover
 from drsvc.runtime.migration.finish import finish_migration
 from drsvc.runtime.migration.plan_reader import read_migration_plan
-from drsvc.runtime.migration.positions import group_positions
+from drsvc.runtime.migration.positions import migration_check
 from drsvc.runtime.migration.start import prepare_start
 from drsvc.runtime.migration.status import app_phases, migration_apps, read_migration_status
 from drsvc.settings import Settings
 from drsvc.topology.models import Topology
-from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
-from drsvc.verify.spark import verification_session
+from drsvc.verify.migration_job import verify_migration
 from failover.failover_plan import FailoverRecord, FailoverRequest
 
 __all__ = ["MigrationService"]
@@ -157,32 +155,7 @@ class MigrationService:
         return {"migration": name, "dry_run": dry_run, **state.as_dict()}
 
     def verify(self, name: str) -> dict[str, Any]:
-        ctx = self._context(name)
-        topics = sorted(ctx.reader().copied_topics())
-        if not topics:
-            raise ConfigError(f"migration {name} selects no topic on the source")
-        positions = [
-            GroupPosition(*row)
-            for row in group_positions(ctx.topology, ctx.migration, ctx.bootstrap, set(topics))
-        ]
-        stored = ctx.store.read(name)
-        started = time.monotonic()
-        with verification_session(
-            jars=load_components(self._settings.cache_dir).spark_kafka.jars,
-            app_name="drsvc-migrate-verify",
-            conf={"spark.ui.showConsoleProgress": "false"},
-        ) as spark:
-            found = compare(
-                spark,
-                ctx.bootstrap[ctx.migration.source],
-                ctx.bootstrap[ctx.migration.target],
-                ctx.migration.source,
-                topics,
-                positions,
-                taken_over_starts(stored.state.takeover if stored.state else None),
-            )
-        return {
-            "migration": name,
-            **found.as_dict(),
-            "elapsed_s": round(time.monotonic() - started, 1),
-        }
+        check = migration_check(self._context(name))
+        return verify_migration(
+            check, jars=load_components(self._settings.cache_dir).spark_kafka.jars
+        )

@@ -9,7 +9,6 @@ import json
 import logging
 import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -35,7 +34,7 @@ from drsvc.runtime.migration.copier import MigrationCopier
 from drsvc.runtime.migration.cutover import cutover as run_cutover
 from drsvc.runtime.migration.finish import finish_migration
 from drsvc.runtime.migration.plan_reader import MigrationPlanReport, read_migration_plan
-from drsvc.runtime.migration.positions import group_positions
+from drsvc.runtime.migration.positions import migration_check
 from drsvc.runtime.migration.start import prepare_start
 from drsvc.runtime.migration.status import (
     MigrationStatus,
@@ -44,8 +43,8 @@ from drsvc.runtime.migration.status import (
     read_migration_status,
 )
 from drsvc.settings import Settings
-from drsvc.verify.migration_job import GroupPosition, compare, taken_over_starts
-from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, verification_session
+from drsvc.verify.migration_job import verify_migration
+from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 from failover.migration_plan import ACTIONS
 from failover.migration_progress import TopicProgress
@@ -364,44 +363,16 @@ def _verify_command(app: typer.Typer) -> None:
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
-        ctx = _context(topology_file, migration_name, consul, state_dir)
-        topics = sorted(ctx.reader().copied_topics())
-        if not topics:
-            raise ConfigError(f"migration {ctx.migration.name} selects no topic on the source")
-        positions = [
-            GroupPosition(*row)
-            for row in group_positions(ctx.topology, ctx.migration, ctx.bootstrap, set(topics))
-        ]
-        stored = ctx.store.read(ctx.migration.name)
+        check = migration_check(_context(topology_file, migration_name, consul, state_dir))
         jars = load_components(Settings.from_env(state_dir=state_dir).cache_dir).spark_kafka.jars
-        started = time.monotonic()
-        with verification_session(
-            master,
-            jars=jars,
-            driver_memory=driver_memory,
-            app_name="drsvc-migrate-verify",
-            shuffle_partitions=2,
-            conf={"spark.ui.showConsoleProgress": "false"},
-        ) as spark:
-            found = compare(
-                spark,
-                ctx.bootstrap[ctx.migration.source],
-                ctx.bootstrap[ctx.migration.target],
-                ctx.migration.source,
-                topics,
-                positions,
-                taken_over_starts(stored.state.takeover if stored.state else None),
-            )
-        document = {
-            "migration": ctx.migration.name,
-            **found.as_dict(),
-            "elapsed_s": round(time.monotonic() - started, 1),
-        }
+        document = verify_migration(
+            check, jars=jars, master=master, driver_memory=driver_memory, shuffle_partitions=2
+        )
         if as_json:
             typer.echo(json.dumps(document, indent=2))
         else:
             _render_verdict(document)
-        if not found.passed:
+        if not document["passed"]:
             raise typer.Exit(EXIT_CONFLICTS)
 
 

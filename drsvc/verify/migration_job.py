@@ -16,14 +16,23 @@ counts missing, altered and orphaned copies; copies beyond one per source offset
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from drsvc.verify.kafka_source import read_topics
+from drsvc.verify.spark import (
+    DEFAULT_DRIVER_MEMORY,
+    DEFAULT_MASTER,
+    DEFAULT_SHUFFLE_PARTITIONS,
+    verification_session,
+)
 from failover.migration_verify import (
     GroupComparison,
     MigrationVerdict,
@@ -274,3 +283,65 @@ def _translate_groups(
             )
         )
     return found
+
+
+class MigrationInputs(Protocol):
+    """What :func:`verify_migration` compares (gathered by the migration runtime's
+    ``migration_check``; declared here because verify stands beside the runtime, not on it)."""
+
+    @property
+    def migration(self) -> str: ...
+
+    @property
+    def source_alias(self) -> str: ...
+
+    @property
+    def source_bootstrap(self) -> str: ...
+
+    @property
+    def target_bootstrap(self) -> str: ...
+
+    @property
+    def topics(self) -> Sequence[str]: ...
+
+    @property
+    def positions(self) -> Sequence[tuple[str, str, int, int | None, int | None]]: ...
+
+    @property
+    def takeover(self) -> Mapping[str, Mapping[int, int]] | None: ...
+
+
+def verify_migration(
+    inputs: MigrationInputs,
+    *,
+    jars: Sequence[Path],
+    master: str = DEFAULT_MASTER,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+) -> dict[str, Any]:
+    """Run :func:`compare` on a Spark session of its own and return the verdict as the command
+    prints it and the API answers it: the migration's name, the verdict's fields and the
+    seconds it took."""
+    started = time.monotonic()
+    with verification_session(
+        master,
+        jars=jars,
+        driver_memory=driver_memory,
+        app_name="drsvc-migrate-verify",
+        shuffle_partitions=shuffle_partitions,
+        conf={"spark.ui.showConsoleProgress": "false"},
+    ) as spark:
+        found = compare(
+            spark,
+            inputs.source_bootstrap,
+            inputs.target_bootstrap,
+            inputs.source_alias,
+            inputs.topics,
+            [GroupPosition(*row) for row in inputs.positions],
+            taken_over_starts(inputs.takeover),
+        )
+    return {
+        "migration": inputs.migration,
+        **found.as_dict(),
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
