@@ -88,8 +88,13 @@ class OrdersWorkload:
         self._producing.set()
         #: set by the producer thread once paused with every delivery report served
         self._settled = threading.Event()
+        # Idempotent: without it, a batch retried while east is being lost can land after a
+        # later one, and the records whose acknowledgement was lost then read out of order.
         self.producer = FailoverProducer(
-            app, topology, {**common, "linger.ms": 5, "acks": "all"}, consul=consul
+            app,
+            topology,
+            {**common, "linger.ms": 5, "acks": "all", "enable.idempotence": True},
+            consul=consul,
         )
         self.consumer = FailoverConsumer(
             app,
