@@ -11,8 +11,6 @@ refusal is what shows the settings reached each client.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 import confluent_kafka
 import confluent_kafka.admin
 import pytest
+from certificates import KEY_PASSWORD, make_pems
 
 from drsvc.errors import ConfigError
 from drsvc.kafka.clients import CLIENT_DEFAULTS, KafkaClients, is_protected_setting
@@ -29,27 +28,13 @@ from drsvc.topology import Topology, load_topology_text
 
 #: port 9 (discard): nothing listens there, so a client's connection attempts fail at once
 NOWHERE = "127.0.0.1:9"
-KEY_PASSWORD = "key-s3cret"
 EAST_PASSWORD = "east-s3cret"
 
 
 @pytest.fixture(scope="module")
 def pems(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A CA certificate, and a client certificate with its key encrypted by KEY_PASSWORD."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl command makes these tests' certificates")
-    directory = tmp_path_factory.mktemp("pems")
-    self_signed = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-    encrypted = ["-passout", f"pass:{KEY_PASSWORD}"]
-    for command in (
-        [*self_signed, "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=test CA"],
-        [*self_signed, *encrypted, "-keyout", "client.key", "-out", "client.pem", "-subj", "/CN=c"],
-    ):
-        subprocess.run(
-            [openssl, *command], cwd=directory, check=True, capture_output=True, timeout=60
-        )
-    return directory
+    return make_pems(tmp_path_factory.mktemp("pems"))
 
 
 def _topology(pems: Path, password_file: Path, ca_file: Path | None = None) -> Topology:

@@ -14,9 +14,7 @@ import asyncio
 import importlib.metadata
 import inspect
 import json
-import shutil
 import ssl
-import subprocess
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 import aiokafka
 import faust
 import pytest
+from certificates import KEY_PASSWORD, make_pems
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from drsvc.errors import ConfigError
@@ -39,7 +38,6 @@ from drsvc.kafka.faust_app import (
 from drsvc.topology import Topology, load_topology_text
 
 NOWHERE = "127.0.0.1:9"
-KEY_PASSWORD = "key-s3cret"
 USER = "drsvc-user"
 PASSWORD = "user-s3cret"
 ENV = {"KEY_PASSWORD": KEY_PASSWORD, "SASL_USER": USER, "SASL_PASSWORD": PASSWORD}
@@ -48,20 +46,7 @@ ENV = {"KEY_PASSWORD": KEY_PASSWORD, "SASL_USER": USER, "SASL_PASSWORD": PASSWOR
 @pytest.fixture(scope="module")
 def pems(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A CA certificate, and a client certificate with its key encrypted by KEY_PASSWORD."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl command makes these tests' certificates")
-    directory = tmp_path_factory.mktemp("pems")
-    self_signed = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-    encrypted = ["-passout", f"pass:{KEY_PASSWORD}"]
-    for command in (
-        [*self_signed, "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=test CA"],
-        [*self_signed, *encrypted, "-keyout", "client.key", "-out", "client.pem", "-subj", "/CN=c"],
-    ):
-        subprocess.run(
-            [openssl, *command], cwd=directory, check=True, capture_output=True, timeout=60
-        )
-    return directory
+    return make_pems(tmp_path_factory.mktemp("pems"))
 
 
 def _topology(pems: Path) -> Topology:
