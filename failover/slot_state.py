@@ -2,21 +2,19 @@
 opens, commits or drops its transaction, gives the slot up, and when it takes it again, decided
 without I/O.
 
-It reproduces the lifecycle the exactly-once mode (``drsvc/runtime/replication/exactly_once.py``)
-keeps today in a mutable ``Slot`` and in its own dictionaries (owned slots, retry times, the
-per-slot :class:`~failover.slots.RetakeBackoff`): the same transitions, the same retake delays and
-the same failure classification (:func:`~failover.slots.classify_failure`). Two things it changes
-by construction: the machine never writes a lane (it *tells* the engine to stop copying with
-:class:`HaltLanes`; the engine is the one writer of a lane's ``copying``), and no event ever raises
-(an event that means nothing in a state changes nothing, and an answer the machine did not ask for
-is named in a :class:`Refused` action).
+The exactly-once mode (``drsvc/runtime/replication/exactly_once.py``) drives it: the transitions,
+the retake delays (:class:`~failover.slots.RetakeDelays`) and the failure classification
+(:func:`~failover.slots.classify_failure`) are decided here only. The machine never writes a lane
+(it *tells* the engine to stop copying with :class:`HaltLanes`; the engine is the one writer of a
+lane's ``copying``), and no event ever raises (an event that means nothing in a state changes
+nothing, and an answer the machine did not ask for is named in a :class:`Refused` action).
 
 How the mode drives it
 ======================
 
 Keep one :class:`SlotState` per slot number for as long as the mode runs (``SlotState()`` for
-every slot: not owned), across revocations, so the failures in a row survive as they do in
-``RetakeBackoff`` today. Feed every event through ``step(state, event, now, policy)`` and execute
+every slot: not owned), across revocations, so the failures in a row survive them. Feed every
+event through ``step(state, event, now, policy)`` and execute
 the returned actions in order; ``now`` is the monotonic clock in seconds. Actions with I/O answer
 with an event, sent at once (the mode is synchronous): :class:`TakeSlot` with :class:`Taken` or
 :class:`TakeFailed`; :class:`BeginTransaction` with :class:`TransactionBegun` or

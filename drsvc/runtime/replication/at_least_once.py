@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from drsvc.errors import FatalClientError, KafkaUnavailableError
 from drsvc.kafka.hot import KafkaException
@@ -36,6 +36,14 @@ from drsvc.runtime.replication.client_configs import (
     sync_producer_config,
 )
 from drsvc.runtime.replication.lane import Lane
+from drsvc.runtime.replication.seam import (
+    AddLanes,
+    Apply,
+    DropLanes,
+    FollowControl,
+    ModeContext,
+    Seek,
+)
 from drsvc.runtime.replication.settings import keepalive_policy
 from drsvc.runtime.replication.sync_writer import SyncWriter
 from drsvc.runtime.replication.topics import MirroredTopic
@@ -45,6 +53,7 @@ from failover.partition_state import (
     Action,
     CommittedProgress,
     DeliveryFailed,
+    Event,
     Reading,
     RebuildSyncs,
     RepairDone,
@@ -60,9 +69,6 @@ from failover.partition_state import (
     TopicRecreated,
 )
 
-if TYPE_CHECKING:
-    from drsvc.runtime.replication.engine import ReplicationEngine
-
 log = logging.getLogger(__name__)
 
 #: how far back the sync topic is read for an idle partition's last copy after a restart; the
@@ -71,14 +77,19 @@ LAST_COPY_SCAN = 200_000
 
 
 class AtLeastOnce:
-    """The at-least-once mode of a :class:`ReplicationEngine` (see the module docstring)."""
+    """The at-least-once delivery mode of a flow's engine (see the module docstring)."""
 
     mode = "at-least-once"
 
-    def __init__(self, engine: ReplicationEngine) -> None:
-        self.engine = engine
-        self.settings = engine.settings
-        self.stats = engine.stats
+    def __init__(self, context: ModeContext) -> None:
+        self.ctx = context
+        self.settings = context.settings
+        self.stats = context.stats
+        self._effects = context.effects
+        self._consumer: Consumer | None = None
+        #: lanes started at their committed progress whose last copy is not known yet: once
+        #: idle, it may be learned from the sync topic's tail
+        self._learn_last_copy: set[Lane] = set()
         self._subscribed: list[str] = []
         self._producer: Producer | None = None
         #: writes the offset syncs only (see the module docstring)
@@ -86,7 +97,7 @@ class AtLeastOnce:
         self._syncs: SyncWriter | None = None
         #: a fatal producer error (librdkafka cannot use the producer again): the worker stops
         self._fatal: str | None = None
-        self._keepalive = keepalive_policy(engine.settings)
+        self._keepalive = keepalive_policy(context.settings)
         self._next_seal = 0.0
         self._next_commit = 0.0
         self._commit_outage = OutageLog(f"committing progress of {self.settings.flow_id}", log)
@@ -100,26 +111,37 @@ class AtLeastOnce:
         # librdkafka answers asynchronous commits through on_commit, served by consume/poll.
         return {**consumer_config(self.settings), "on_commit": self._on_commit}
 
-    def start(self) -> None:
-        engine = self.engine
+    def start(self, consumer: Consumer) -> None:
+        ctx = self.ctx
+        self._consumer = consumer
         target = self.settings.target_alias
-        self._producer = engine.kafka.producer(
+        self._producer = ctx.kafka.producer(
             target, {**producer_config(self.settings), "error_cb": self.on_client_error}
         )
-        self._sync_producer = engine.kafka.producer(
+        self._sync_producer = ctx.kafka.producer(
             target, {**sync_producer_config(self.settings), "error_cb": self.on_client_error}
         )
         self._syncs = SyncWriter(
             self.settings,
             self._sync_producer,
             self.stats,
-            engine.kafka.sync_log(),
-            engine.clock,
-            engine.apply,
+            ctx.kafka.sync_log(),
+            ctx.clock,
+            self._apply,
         )
-        now = engine.clock.monotonic()
+        now = ctx.clock.monotonic()
         self._next_seal = now + self.settings.seal_interval_s
         self._next_commit = now + self.settings.commit_interval_s
+
+    @property
+    def consumer(self) -> Consumer:
+        """The engine's source consumer, subscribed in the flow's group by this mode."""
+        assert self._consumer is not None
+        return self._consumer
+
+    def _apply(self, lane: Lane, event: Event) -> None:
+        """Have the engine step ``lane``'s state machine with ``event``."""
+        self._effects.append(Apply(lane, event))
 
     @property
     def producer(self) -> Producer:
@@ -221,22 +243,22 @@ class AtLeastOnce:
 
     def _failed(self, lane: Lane, offset: int, reason: str) -> None:
         lane.progress.failed(offset, reason)
-        self.engine.apply(lane, DeliveryFailed(offset, reason))
+        self._apply(lane, DeliveryFailed(offset, reason))
 
     # ------------------------------------------------------------------ runs, syncs, commits
 
     def _seal_runs(self) -> None:
-        engine = self.engine
-        lanes = [lane for lane in engine.lanes.values() if lane.copying and lane.progress.accepting]
+        current = self.ctx.lanes
+        lanes = [lane for lane in current.values() if lane.copying and lane.progress.accepting]
         if lanes:
-            for position in engine.consumer.position([lane.source for lane in lanes]):
-                lane = engine.lanes.get((position.topic, position.partition))
+            for position in self.consumer.position([lane.source for lane in lanes]):
+                lane = current.get((position.topic, position.partition))
                 if lane is not None and position.offset >= 0:
                     lane.progress.seal(position.offset)
         self._write_syncs()
 
     def _write_syncs(self) -> None:
-        for lane in list(self.engine.lanes.values()):
+        for lane in list(self.ctx.lanes.values()):
             for finished in lane.progress.take_finished():
                 self.syncs.write(lane, finished)
 
@@ -245,27 +267,32 @@ class AtLeastOnce:
         when none is due: a few comparisons per partition)."""
         now_ms = round(now * 1000)
         looked_up = False
-        for lane in list(self.engine.lanes.values()):
-            if lane.last_copy is None and lane.learn_last_copy and not looked_up:
+        learn = self._learn_last_copy
+        for lane in list(self.ctx.lanes.values()):
+            if lane.last_copy is None and lane in learn and not looked_up:
                 # One bounded read of the sync topic per round, so a restart with many idle
                 # partitions does not hold copying back for long.
-                looked_up = self._learn_last_copy(lane, now)
-            sync = lane.keepalive(self._keepalive, now_ms)
+                looked_up = self._learn_last_copy_of(lane, now)
+            if lane.last_copy is None:
+                continue  # never copied: nothing to repeat
+            sync = lane.keepalive(
+                self._keepalive, now_ms, unacknowledged=self.syncs.unacknowledged(lane)
+            )
             if sync is not None:
                 self.syncs.write_keepalive(lane, sync)
 
-    def _learn_last_copy(self, lane: Lane, now: float) -> bool:
+    def _learn_last_copy_of(self, lane: Lane, now: float) -> bool:
         """After a restart at committed progress: read an idle partition's last copy from the
         sync topic's tail. Returns whether the sync topic was read."""
         idle = lane.progress.next_offset == lane.progress.start
         if not idle or now - lane.assigned_at < self.settings.refresh_interval_s:
             return False  # a partition with records learns its last copy from its own syncs
-        if lane.sync_state() is None:
+        if lane.sync_state(unacknowledged=self.syncs.unacknowledged(lane)) is None:
             return False
-        lane.learn_last_copy = False
+        self._learn_last_copy.discard(lane)
         progress = lane.progress
         try:
-            copy = self.engine.kafka.sync_log().written_last_copy(
+            copy = self.ctx.kafka.sync_log().written_last_copy(
                 progress.tp,
                 (progress.source_topic_id, progress.target_topic_id),
                 LAST_COPY_SCAN,
@@ -290,11 +317,11 @@ class AtLeastOnce:
     ) -> None:
         """Commit the progress of ``lanes`` (default: all). ``handover``: the lanes are being
         given up, settled; those whose every copy is mapped carry the clean-handover mark."""
-        engine = self.engine
+        current = self.ctx.lanes
         offsets = []
-        for lane in lanes if lanes is not None else list(engine.lanes.values()):
+        for lane in lanes if lanes is not None else list(current.values()):
             position = lane.progress.commit_position
-            mark = _handover_mark(lane) if handover else None
+            mark = _handover_mark(lane, self.syncs.unacknowledged(lane)) if handover else None
             if position > lane.committed or mark is not None:
                 epoch = lane.progress.commit_epoch
                 offsets.append(
@@ -311,14 +338,14 @@ class AtLeastOnce:
             return
         try:
             if asynchronous:
-                engine.consumer.commit(offsets=offsets, asynchronous=True)
+                self.consumer.commit(offsets=offsets, asynchronous=True)
             else:
-                engine.consumer.commit(offsets=offsets, asynchronous=False)
+                self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as err:
             # A failed commit only means more re-copying after a restart; keep going.
             log.warning("committing progress of %s: %s", self.settings.flow_id, err)
             for offset in offsets:
-                failed = engine.lanes.get((offset.topic, offset.partition))
+                failed = current.get((offset.topic, offset.partition))
                 if failed is not None:
                     failed.committed = -1
 
@@ -327,7 +354,7 @@ class AtLeastOnce:
         broker paused) is committed again at the next commit tick: nothing else would retry it
         once its partition goes quiet, and the committed progress (the lag ``drsvc status``
         reads, where a restart resumes) would stay behind for good."""
-        now = self.engine.clock.monotonic()
+        now = self.ctx.clock.monotonic()
         failed = [
             tp
             for tp in partitions
@@ -340,7 +367,7 @@ class AtLeastOnce:
         reason = err if err is not None else failed[0].error
         self._commit_outage.failed(f"{reason} ({len(failed)} partition(s) committed again)", now)
         for tp in failed:
-            lane = self.engine.lanes.get((tp.topic, tp.partition))
+            lane = self.ctx.lanes.get((tp.topic, tp.partition))
             # Only if nothing newer was committed since: that commit's own answer decides.
             if lane is not None and lane.committed == tp.offset:
                 lane.committed = -1
@@ -368,9 +395,9 @@ class AtLeastOnce:
                     pending = self.syncs.repair(lane, from_offset, timeout_s=10.0)
                 except (KafkaUnavailableError, KafkaException) as err:
                     log.warning("cannot rebuild offset syncs yet (%s); retrying", err)
-                    self.engine.apply(lane, RepairFailed(str(err)))
+                    self._apply(lane, RepairFailed(str(err)))
                     return
-                self.engine.apply(lane, RepairDone(pending))
+                self._apply(lane, RepairDone(pending))
             case RestartProgress(at, new_topic_ids):
                 self._restart(lane, at, new_topic_ids)
             case ReportLostRecords(count, log_start):
@@ -405,11 +432,14 @@ class AtLeastOnce:
                     self.settings.target_alias,
                 )
             case _:
-                raise AssertionError(f"at-least-once cannot execute {action!r}")
+                # The lane's state machine asks only for the actions above of this mode.
+                log.error(
+                    "%s: at-least-once has nothing to do for %r", self.settings.flow_id, action
+                )
 
     def skip_below(self, floors: list[tuple[Lane, int]]) -> None:
         for lane, floor in floors:
-            self.engine.apply(lane, SkipRequested(floor, lane.progress.next_offset))
+            self._apply(lane, SkipRequested(floor, lane.progress.next_offset))
 
     def _restart(self, lane: Lane, at: int, new_topic_ids: tuple[bytes, bytes] | None) -> None:
         """Finish the runs up to the last record read, then start a fresh run at ``at`` (after
@@ -428,6 +458,8 @@ class AtLeastOnce:
             progress.seal(progress.next_offset)
             self._write_syncs()
             lane.restarted()
+            self.syncs.restarted(lane)
+            self._learn_last_copy.discard(lane)
             lane.progress = PartitionProgress(
                 progress.tp, source_topic_id=ids[0], target_topic_id=ids[1], start=at
             )
@@ -435,53 +467,41 @@ class AtLeastOnce:
                 lane.progress.commit_position = max(at, progress.commit_position)
             else:
                 lane.committed = -1  # another topic now: its progress starts over
-        if self.engine.seek(lane, at):
-            self.engine.apply(lane, RestartSeekDone())
+        self._effects.append(Seek(lane, at, then=RestartSeekDone()))
 
     def position_deleted(self, lane: Lane) -> None:
-        """The next record to copy was deleted by retention on the source: the lane's state
-        says how many records were lost and restarts at the log start once nothing of the
-        partition is in flight."""
-        if lane.state.restart is not None:
-            return
-        # A position beyond the log can also mean the topic was recreated: look first.
-        if self.engine.refresh_topics():
-            self._follow_recreated_topics()
-        if lane.state.restart is not None:
-            return
-        low, _high = self.engine.consumer.get_watermark_offsets(
-            lane.source, timeout=10, cached=False
-        )
-        self.engine.apply(lane, RetentionOvertook(low, lane.progress.next_offset))
+        """The next record to copy was deleted by retention on the source (the engine looked
+        for a recreated topic first): the lane's state says how many records were lost and
+        restarts at the log start once nothing of the partition is in flight."""
+        low, _high = self.consumer.get_watermark_offsets(lane.source, timeout=10, cached=False)
+        self._apply(lane, RetentionOvertook(low, lane.progress.next_offset))
 
     def _follow_recreated_topics(self) -> None:
         """Restart lanes whose source or remote topic got a new id (deleted and recreated)."""
-        engine = self.engine
-        for lane in list(engine.lanes.values()):
-            mirrored = engine.mirrored.get(lane.source.topic)
+        mirrored_topics = self.ctx.topics.mirrored
+        for lane in list(self.ctx.lanes.values()):
+            mirrored = mirrored_topics.get(lane.source.topic)
             restart = lane.state.restart
             if mirrored is None or (restart is not None and restart.new_topic_ids is not None):
                 continue
             ids = (mirrored.source.topic_id, mirrored.remote.topic_id)
             if ids == (lane.progress.source_topic_id, lane.progress.target_topic_id):
                 continue
-            low, _high = engine.consumer.get_watermark_offsets(
-                lane.source, timeout=10, cached=False
-            )
-            engine.apply(lane, TopicRecreated(ids[0], ids[1], low))
+            low, _high = self.consumer.get_watermark_offsets(lane.source, timeout=10, cached=False)
+            self._apply(lane, TopicRecreated(ids[0], ids[1], low))
 
     def reassign(self, lane: Lane, position: int) -> None:
         """Assign every lane again, ``lane`` at ``position`` and the others where they are."""
-        engine = self.engine
-        consumer = engine.consumer
-        others = [other.source for other in engine.lanes.values() if other is not lane]
+        current = self.ctx.lanes
+        consumer = self.consumer
+        others = [other.source for other in current.values() if other is not lane]
         positions = consumer.position(others) if others else []
         assignment = [
             TopicPartition(tp.topic, tp.partition, tp.offset) for tp in positions if tp.offset >= 0
         ]
         assignment += [
             TopicPartition(
-                tp.topic, tp.partition, engine.lanes[(tp.topic, tp.partition)].progress.next_offset
+                tp.topic, tp.partition, current[(tp.topic, tp.partition)].progress.next_offset
             )
             for tp in positions
             if tp.offset < 0
@@ -489,9 +509,7 @@ class AtLeastOnce:
         assignment.append(TopicPartition(lane.source.topic, lane.source.partition, position))
         consumer.assign(assignment)
         held = [
-            other.source
-            for other in engine.lanes.values()
-            if not isinstance(other.state.hold, Reading)
+            other.source for other in current.values() if not isinstance(other.state.hold, Reading)
         ]
         if held:
             consumer.pause(held)
@@ -503,7 +521,7 @@ class AtLeastOnce:
         wanted = sorted(mirrored)
         if wanted == self._subscribed:
             return
-        consumer = self.engine.consumer
+        consumer = self.consumer
         log.info(
             "flow %s copies %d topic(s): %s", self.settings.flow_id, len(wanted), ", ".join(wanted)
         )
@@ -516,15 +534,17 @@ class AtLeastOnce:
         self._subscribed = wanted
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        engine = self.engine
+        topics = self.ctx.topics
         if any(
-            (m := engine.mirrored.get(tp.topic)) is not None and tp.partition >= m.remote.partitions
+            (m := topics.mirrored.get(tp.topic)) is not None and tp.partition >= m.remote.partitions
             for tp in partitions
         ):
             # The consumer saw new source partitions before discovery grew the remote topic.
-            engine.refresh_topics()
+            topics.refresh_now()
+        mirrored_topics = topics.mirrored
         committed = consumer.committed(partitions, timeout=30)
-        starts = engine.start_positions(
+        starts = self.ctx.starts.of(
+            consumer,
             [
                 (
                     tp.topic,
@@ -532,20 +552,22 @@ class AtLeastOnce:
                     CommittedProgress(tp.offset, tp.leader_epoch) if tp.offset >= 0 else None,
                 )
                 for tp in committed
-                if tp.topic in engine.mirrored
-            ]
+                if tp.topic in mirrored_topics
+            ],
         )
         committed_at = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
         handed_over = {(tp.topic, tp.partition): decode_synced_to(tp.metadata) for tp in committed}
         assigned = []
+        lanes: list[Lane] = []
         for tp in partitions:
-            mirrored = engine.mirrored.get(tp.topic)
+            mirrored = mirrored_topics.get(tp.topic)
             if mirrored is None:
                 continue
             start = starts[(tp.topic, tp.partition)]
-            lane = engine.new_lane(mirrored, tp.partition, start.offset)
-            lane.learn_last_copy = start.resumed
-            engine.add_lane(lane)
+            lane = self.ctx.new_lane(mirrored, tp.partition, start.offset)
+            if start.resumed:
+                self._learn_last_copy.add(lane)
+            lanes.append(lane)
             # Copies a lost owner made past its last sync come from source offsets at or after
             # its committed progress, also when a skip_below floor now starts the lane further
             # on (a recovery keeps the records that never crossed out): map them from there, or
@@ -568,14 +590,14 @@ class AtLeastOnce:
         # A partition paused before a rebalance stays paused in the consumer when it comes
         # back: start from unpaused, then follow the control.
         consumer.resume(assigned)
-        engine.follow_control([engine.lanes[(tp.topic, tp.partition)] for tp in assigned])
+        self._effects.extend((AddLanes(tuple(lanes)), FollowControl(tuple(lanes))))
         log.info("flow %s took %d partition(s)", self.settings.flow_id, len(assigned))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lanes = self._lanes_of(partitions)
         self._settle(lanes)
         self._commit(asynchronous=False, lanes=lanes, handover=True)
-        self.engine.drop_lanes(lanes)
+        self._drop(lanes)
         consumer.unassign()
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -593,22 +615,26 @@ class AtLeastOnce:
                 if producer is not None:
                     producer.purge(in_queue=True, in_flight=False, blocking=True)
                     producer.poll(0)
-        self.engine.drop_lanes(lanes)
+        self._drop(lanes)
         consumer.unassign()
 
+    def _drop(self, lanes: list[Lane]) -> None:
+        self._effects.append(DropLanes(tuple(lanes)))
+        self.syncs.forget(lanes)
+        self._learn_last_copy.difference_update(lanes)
+
     def _lanes_of(self, partitions: list[TopicPartition]) -> list[Lane]:
-        lanes = self.engine.lanes
+        lanes = self.ctx.lanes
         return [lane for tp in partitions if (lane := lanes.get((tp.topic, tp.partition)))]
 
     def _settle(self, lanes: list[Lane]) -> None:
         """Let in-flight records land, seal and write the syncs of ``lanes``, wait for them."""
-        engine = self.engine
         producer = self.producer
         producer.flush(self.settings.settle_timeout_s)
         active = [lane for lane in lanes if lane.copying and lane.progress.accepting]
         if active:
-            for position in engine.consumer.position([lane.source for lane in active]):
-                lane = engine.lanes.get((position.topic, position.partition))
+            for position in self.consumer.position([lane.source for lane in active]):
+                lane = self.ctx.lanes.get((position.topic, position.partition))
                 if lane is not None and position.offset >= 0:
                     lane.progress.seal(position.offset)
         for lane in lanes:
@@ -620,7 +646,7 @@ class AtLeastOnce:
     def shutdown(self) -> None:
         if self._producer is None:
             return
-        lanes = list(self.engine.lanes.values())
+        lanes = list(self.ctx.lanes.values())
         if self._fatal is not None:
             # The producer can write nothing more (no syncs either): commit only what the
             # target already acknowledged, and leave the rest to the next worker.
@@ -634,14 +660,15 @@ class AtLeastOnce:
             self.sync_producer.flush(self.settings.settle_timeout_s)
 
 
-def _handover_mark(lane: Lane) -> str | None:
+def _handover_mark(lane: Lane, unacknowledged: bool) -> str | None:
     """The clean-handover mark of a settled lane (:mod:`failover.handover`): None unless
-    nothing is in flight, nothing failed, every sync written is acknowledged and the progress
-    covers every record read, so that every copy of the partition is mapped up to its last."""
+    nothing is in flight, nothing failed, every sync written is acknowledged (not
+    ``unacknowledged``) and the progress covers every record read, so that every copy of the
+    partition is mapped up to its last."""
     progress = lane.progress
     last = lane.last_copy
     if last is None or progress.in_flight or progress.commit_position < progress.next_offset:
         return None
-    if lane.sync_state() is None:  # failed, repairing, restarting, or syncs unacknowledged
+    if lane.sync_state(unacknowledged=unacknowledged) is None:  # failed, repairing, restarting
         return None
     return encode_synced_to(progress.target_topic_id, last.target_offset + 1)

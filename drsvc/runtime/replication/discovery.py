@@ -19,11 +19,18 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from drsvc.errors import KafkaUnavailableError
 from drsvc.runtime.replication.topics import MirroredTopic
 
 log = logging.getLogger(__name__)
+
+
+class TopicCatalogRefresh(Protocol):
+    """What discovery asks of the flow's topic catalog."""
+
+    def refresh(self) -> dict[str, MirroredTopic]: ...
 
 
 @dataclass(frozen=True)
@@ -123,3 +130,56 @@ class TopicDiscovery:
                 return Discovered(generation, unavailable=str(err))
             except Exception as err:  # handed to the loop, which raises it
                 return Discovered(generation, crash=err)
+
+
+class FlowTopics:
+    """The topics one flow copies now (``mirrored``), discovered again on the loop's schedule or
+    at once. Shared by the engine, which starts discoveries and takes their results, and its
+    delivery mode, which may need the topics rediscovered before it can place a partition."""
+
+    def __init__(
+        self,
+        catalog: Callable[[], TopicCatalogRefresh],
+        *,
+        background: Callable[[], bool],
+        name: str,
+    ) -> None:
+        #: the catalog and whether discoveries run off the loop, asked for at the first
+        #: discovery (both come from the worker's Kafka boundary)
+        self._catalog = catalog
+        self._background = background
+        self._name = name
+        self._discovery: TopicDiscovery | None = None
+        #: the flow's topics by source name, as the last discovery that worked found them
+        self.mirrored: dict[str, MirroredTopic] = {}
+
+    @property
+    def discovery(self) -> TopicDiscovery:
+        if self._discovery is None:
+            self._discovery = TopicDiscovery(
+                self._catalog().refresh, background=self._background(), name=self._name
+            )
+        return self._discovery
+
+    def refresh_now(self) -> bool:
+        """Discover the flow's topics again, now, in the caller (waiting for a discovery under
+        way first); False when discovery failed (nothing changes)."""
+        return self.use(self.discovery.discover_now())
+
+    def start(self) -> None:
+        """Begin a discovery off the loop (its result is taken by :meth:`take_finished`)."""
+        self.discovery.start()
+
+    def take_finished(self) -> bool:
+        """Use what a discovery started earlier found, if it has finished and worked."""
+        found = self.discovery.take()
+        return found is not None and self.use(found)
+
+    def use(self, found: Discovered) -> bool:
+        if found.crash is not None:
+            raise found.crash
+        if found.mirrored is None:
+            log.warning("topic discovery for %s failed: %s", self._name, found.unavailable)
+            return False
+        self.mirrored = found.mirrored
+        return True

@@ -22,7 +22,8 @@ delivery mode:
   committed progress the delivery mode reads (the source group at least once, the slot
   progress exactly once).
 
-What differs between the modes sits behind :class:`Delivery`: at least once
+What differs between the modes sits behind :class:`.seam.Delivery`, called one way only (the
+mode says what it wants of the engine with effects the engine executes, :mod:`.seam`): at least once
 (:mod:`.at_least_once`: idempotent producers, a source consumer group, offset syncs
 acknowledged before progress is committed, rewinds) and exactly once (:mod:`.exactly_once`:
 slots, transactional producers, copies, syncs and progress in one transaction).
@@ -38,9 +39,10 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.kafka.hot import KafkaException
@@ -53,20 +55,33 @@ from drsvc.kafka.types import (
     TopicPartition,
 )
 from drsvc.runtime.replication.anomalies import BackfillAgeCheck
+from drsvc.runtime.replication.at_least_once import AtLeastOnce
 from drsvc.runtime.replication.boundary import ConfluentKafka, KafkaBoundary, TopicCatalog
 from drsvc.runtime.replication.client_configs import judge_reader_config
 from drsvc.runtime.replication.control import ControlFollower, ControlReader, consul_reader
-from drsvc.runtime.replication.discovery import Discovered, TopicDiscovery
-from drsvc.runtime.replication.lane import NOT_WATCHED, Lane, WorkerStats
-from drsvc.runtime.replication.metrics import PartitionCounters, PartitionReport
+from drsvc.runtime.replication.discovery import FlowTopics
+from drsvc.runtime.replication.exactly_once import ExactlyOnce
+from drsvc.runtime.replication.lane import NOT_WATCHED, Lane, LaneFactory
+from drsvc.runtime.replication.metrics import PartitionReport, WorkerStats
+from drsvc.runtime.replication.seam import (
+    AddLanes,
+    Apply,
+    Delivery,
+    DropLanes,
+    Effect,
+    Effects,
+    FollowControl,
+    HaltLanes,
+    ModeContext,
+    Seek,
+)
 from drsvc.runtime.replication.settings import WorkerSettings
 from drsvc.runtime.replication.stale_records import Publish, StaleRecordsLog, consul_publisher
+from drsvc.runtime.replication.start_positions import StartPositions
 from drsvc.runtime.replication.topics import MirroredTopic
-from failover import offset_syncs, provenance
-from failover.copy_progress import PartitionProgress
+from failover import provenance
 from failover.partition_state import (
     Action,
-    CommittedProgress,
     Event,
     FlowStart,
     NothingInFlight,
@@ -80,12 +95,9 @@ from failover.partition_state import (
     ReportStall,
     Resumed,
     SeekAndResume,
-    StartPosition,
     TimerFired,
     copies,
-    start_position,
     step,
-    timestamp_to_look_up,
 )
 from failover.stale_epochs import EpochWatch, record_epoch
 
@@ -106,96 +118,6 @@ COPYING_GC_THRESHOLDS = (100_000, 20, 100)
 #: the shortest time between two discoveries run because the consumer went back: a consumer
 #: that keeps returning old records must not turn every batch into a discovery
 WENT_BACK_DISCOVERY_INTERVAL_S = 1.0
-
-
-class Delivery(Protocol):
-    """What a delivery mode does for the engine (see the module docstring).
-
-    The engine calls the hot-path methods (:meth:`open`, :meth:`queue_full`, :meth:`refused`,
-    :meth:`copied` and the delivery callbacks) without a check per record: they are its only
-    calls per stretch of records of one partition."""
-
-    #: a name for logs: "at-least-once" or "exactly-once"
-    mode: str
-
-    def prepare(self, catalog: TopicCatalog) -> None:
-        """Create the internal topics (before any client starts)."""
-        ...
-
-    def source_config(self) -> dict[str, Any]:
-        """The source consumer's own settings (the factory adds the source cluster's)."""
-        ...
-
-    def start(self) -> None:
-        """Create the delivery's clients; the engine's source consumer exists."""
-        ...
-
-    def topics_changed(self, mirrored: dict[str, MirroredTopic]) -> None:
-        """Discovery ran: follow new, removed and recreated topics."""
-        ...
-
-    def reading(self) -> bool:
-        """Does the source consumer have anything to read (or a group to join)?"""
-        ...
-
-    def before_batch(self, now: float) -> None: ...
-
-    def idle(self, timeout_s: float) -> None:
-        """Nothing to read: wait up to ``timeout_s``, serving callbacks and membership."""
-        ...
-
-    def open(self, lane: Lane, now: float) -> Producer | None:
-        """The producer to copy ``lane``'s records with now (None: skip them)."""
-        ...
-
-    def on_delivery(
-        self, lane: Lane, source_offset: int, err: KafkaError | None, msg: Message
-    ) -> None: ...
-
-    def queue_full(self, lane: Lane, producer: Producer) -> bool:
-        """The producer queue is full: serve delivery reports; may the record be tried again?"""
-        ...
-
-    def refused(self, lane: Lane, offset: int, epoch: int, err: KafkaError) -> None:
-        """The producer refused a record before sending it."""
-        ...
-
-    def copied(self, lane: Lane, records: int) -> None: ...
-
-    def serve(self, timeout_s: float) -> None:
-        """Hold-back: wait up to ``timeout_s`` serving reports (and due commits)."""
-        ...
-
-    def after_batch(self, now: float) -> None:
-        """Periodic work of the mode: seal, write syncs, commit."""
-        ...
-
-    def position_deleted(self, lane: Lane) -> None:
-        """The next record to copy was deleted by retention on the source."""
-        ...
-
-    def execute(self, lane: Lane, action: Action) -> None:
-        """An action of the lane's state machine that only the mode knows how to do."""
-        ...
-
-    def skip_below(self, floors: list[tuple[Lane, int]]) -> None:
-        """Copy nothing of each lane below its floor (the control document's ``skip_below``
-        rose above the lane's position): restart its progress there."""
-        ...
-
-    def reassign(self, lane: Lane, position: int) -> None:
-        """Assign ``lane`` again at ``position`` (a seek the consumer refused); raises
-        KafkaException when the consumer refuses that too."""
-        ...
-
-    def replicated_offset(self, lane: Lane) -> int:
-        """Next source offset whose copies (and syncs) are durable: what status shows. Runs on a
-        metrics scrape's thread: reads plain values only."""
-        ...
-
-    def shutdown(self) -> None:
-        """Settle and commit what can be, then let the delivery's clients go."""
-        ...
 
 
 class ReplicationEngine:
@@ -223,9 +145,12 @@ class ReplicationEngine:
         self.flow_start = FlowStart(settings.start_kind, settings.start_timestamp_ms)  # type: ignore[arg-type]
         #: the lanes copied now, by (source topic, partition)
         self.lanes: dict[tuple[str, int], Lane] = {}
-        #: per source partition, kept across re-assignments so metrics never count backwards
-        self._counters: dict[tuple[str, int], PartitionCounters] = {}
-        self.mirrored: dict[str, MirroredTopic] = {}
+        self.new_lane = LaneFactory(settings.source_alias, self.clock)
+        self.topics = FlowTopics(
+            lambda: self.catalog,
+            background=lambda: self.kafka.background_discovery,
+            name=self.flow_id,
+        )
         self._stop = threading.Event()
         self._identity_loop_check = (
             settings.policy.format_remote_topic(settings.source_alias, "x") == "x"
@@ -247,19 +172,27 @@ class ReplicationEngine:
         self._went_back = False
         self._went_back_checked_at = 0.0
         self._catalog: TopicCatalog | None = None
-        self._discovery: TopicDiscovery | None = None
         self._consumer: Consumer | None = None
+        #: what the delivery mode wants done, executed by :meth:`_drain` (see :mod:`.seam`)
+        self._effects: Effects = deque()
         self.delivery = self._delivery_for(settings)
 
     def _delivery_for(self, settings: WorkerSettings) -> Delivery:
-        # Imported here: each mode imports the engine's types.
+        context = ModeContext(
+            settings=settings,
+            kafka=self.kafka,
+            clock=self.clock,
+            stats=self.stats,
+            lanes=self.lanes,
+            topics=self.topics,
+            starts=StartPositions(settings, self.flow_start, self.flow_control, self.stats),
+            new_lane=self.new_lane,
+            stop=self._stop,
+            effects=self._effects,
+        )
         if settings.delivery == "exactly-once":
-            from drsvc.runtime.replication.exactly_once import ExactlyOnce  # noqa: PLC0415
-
-            return ExactlyOnce(self)
-        from drsvc.runtime.replication.at_least_once import AtLeastOnce  # noqa: PLC0415
-
-        return AtLeastOnce(self)
+            return ExactlyOnce(context)
+        return AtLeastOnce(context)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -283,14 +216,9 @@ class ReplicationEngine:
         return self._catalog
 
     @property
-    def discovery(self) -> TopicDiscovery:
-        if self._discovery is None:
-            self._discovery = TopicDiscovery(
-                self.catalog.refresh,
-                background=self.kafka.background_discovery,
-                name=self.flow_id,
-            )
-        return self._discovery
+    def mirrored(self) -> dict[str, MirroredTopic]:
+        """The flow's topics as the last discovery that worked found them."""
+        return self.topics.mirrored
 
     def run(self, on_cycle: Callable[[ReplicationEngine], None] | None = None) -> None:
         """Copy until stopped; on the way out, settle deliveries, write syncs, commit."""
@@ -298,7 +226,8 @@ class ReplicationEngine:
         self._consumer = self.kafka.consumer(
             self.settings.source_alias, self.delivery.source_config()
         )
-        self.delivery.start()
+        self.delivery.start(self._consumer)
+        self._drain()
         # What exists now lives as long as the worker: keep it out of the garbage collector's
         # sight (its scans took a sixth of the worker's CPU per record when profiled).
         gc.collect()
@@ -337,17 +266,22 @@ class ReplicationEngine:
                     first = False
                     self._discover_now()
                 else:
-                    self.discovery.start()
+                    self.topics.start()
                 self._take_discovered()
                 self._watch_for_stalls(now)
+                self._drain()
                 next_refresh = now + s.refresh_interval_s
             else:
                 self._take_discovered()
             delivery.before_batch(now)
+            self._drain()
             if not delivery.reading():
                 delivery.idle(s.poll_timeout_s)
+                self._drain()
                 continue
             messages = self._next_batch()
+            # Rebalance callbacks run inside consume: their lanes change before the copy.
+            self._drain()
             if messages:
                 self._backfill_check.check(messages[0], self.mirrored)
                 sent = self._copy(messages)
@@ -357,7 +291,9 @@ class ReplicationEngine:
                 self._hold_back(wait_s)
             now = clock.monotonic()
             self._step_timers()
+            self._drain()
             delivery.after_batch(now)
+            self._drain()
             if now >= next_ends:
                 self._remember_end_offsets()
                 next_ends = now + END_OFFSETS_INTERVAL_S
@@ -370,6 +306,7 @@ class ReplicationEngine:
         """Produce the copies of ``messages``; return the bytes of key and value sent."""
         lanes: dict[Any, Lane] = self.lanes
         delivery = self.delivery
+        effects = self._effects
         open_lane = delivery.open
         on_delivery = delivery.on_delivery
         on_sampled_delivery = self._on_sampled_delivery
@@ -405,6 +342,8 @@ class ReplicationEngine:
                 lane_topic, lane_partition = topic, partition
                 lane = lanes.get((topic, partition))
                 producer = open_lane(lane, now) if lane is not None and lane.copying else None
+                if effects:  # opening failed (a slot dropped): its lanes go first
+                    self._drain()
                 sample = True
             if lane is None or producer is None or not lane.copying or not lane.progress.accepting:
                 continue
@@ -453,13 +392,17 @@ class ReplicationEngine:
                 except BufferError:
                     # The producer queue is full: serve delivery reports, then try again,
                     # unless one of them stopped this partition.
-                    if not delivery.queue_full(lane, producer) or not lane.copying:
+                    again = delivery.queue_full(lane, producer)
+                    if effects:
+                        self._drain()
+                    if not again or not lane.copying:
                         break
                 except KafkaException as err:
                     # Refused before sending (a partition the producer does not know yet, a
                     # record over the size limit): the same path as a failed delivery.
                     delivery.refused(lane, offset, -1 if epoch is None else epoch, err.args[0])
                     stats.delivery_failures += 1
+                    self._drain()
                     break
             if not sent:
                 continue
@@ -470,6 +413,8 @@ class ReplicationEngine:
         if lane is not None and copied > credited:
             lane.counters.add_batch(copied - credited, size - credited_size, last_ts)
             delivery.copied(lane, copied - credited)
+        if effects:
+            self._drain()
         stats.records_read += len(messages)
         stats.bytes_copied += size
         stats.records_copied += copied
@@ -507,6 +452,7 @@ class ReplicationEngine:
         deadline = clock.monotonic() + seconds
         while (left := deadline - clock.monotonic()) > 0 and not self._stop.is_set():
             self.delivery.serve(min(left, 0.1))
+            self._drain()
 
     def _consume_error(self, msg: Message) -> None:
         err = msg.error()
@@ -536,19 +482,64 @@ class ReplicationEngine:
         if code == KafkaError._AUTO_OFFSET_RESET:
             lane = self.lanes.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
             if lane is not None:
-                self.delivery.position_deleted(lane)
+                self._position_deleted(lane)
             return
         log.warning("consuming %s: %s", self.flow_id, err.str())
 
     # ------------------------------------------------------------------ lane states
 
+    def _position_deleted(self, lane: Lane) -> None:
+        """The next record of ``lane`` is gone from the source log. A position beyond the log
+        can also mean the topic was recreated: discover first (a recreated topic restarts its
+        lanes), then let the mode count the loss and restart what is left."""
+        if lane.state.restart is not None:
+            return  # a restart is on its way already
+        self._discover_now()
+        if self.lanes.get(lane.key) is lane and lane.state.restart is None:
+            self.delivery.position_deleted(lane)
+            self._drain()
+
     def apply(self, lane: Lane, event: Event) -> None:
         """Step ``lane``'s state machine with ``event`` and execute its actions."""
         state, actions = step(lane.state, event, self.clock.monotonic(), self.policy)
         lane.state = state
-        lane.copying = copies(state) and (lane.slot is None or lane.slot.failure is None)
+        lane.copying = copies(state) and not lane.halted
         for action in actions:
             self._execute(lane, action)
+
+    # ------------------------------------------------------------------ the mode's effects
+
+    def _drain(self) -> None:
+        """Execute what the delivery mode asked for, oldest first (executing one may ask for
+        more: they join the end of the line)."""
+        effects = self._effects
+        while effects:
+            self._do(effects.popleft())
+
+    def _do(self, effect: Effect) -> None:
+        match effect:
+            case AddLanes(lanes):
+                for lane in lanes:
+                    self.lanes[lane.key] = lane
+            case DropLanes(lanes):
+                for lane in self._current(lanes):
+                    del self.lanes[lane.key]
+            case Apply(lane, event):
+                if self.lanes.get(lane.key) is lane:
+                    self.apply(lane, event)
+            case Seek(lane, position, then):
+                if self.lanes.get(lane.key) is lane and self.seek(lane, position) and then:
+                    self.apply(lane, then)
+            case FollowControl(lanes):
+                self.follow_control(list(lanes))
+            case HaltLanes(lanes):
+                for lane in lanes:
+                    lane.halted = True
+                    lane.copying = False
+
+    def _current(self, lanes: Iterable[Lane]) -> list[Lane]:
+        """Those of ``lanes`` the engine copies now (not replaced by newer lanes)."""
+        return [lane for lane in lanes if self.lanes.get(lane.key) is lane]
 
     def _execute(self, lane: Lane, action: Action) -> None:
         match action:
@@ -655,6 +646,7 @@ class ReplicationEngine:
             # Before resuming: a lane resumed now seeks the floor, not its old position (or,
             # exactly once, its slot is taken again and its lanes replaced).
             self.delivery.skip_below(below)
+            self._drain()
         paused = resumed = 0
         unjudged: list[tuple[Lane, int, int]] = []
         for lane in lanes:
@@ -752,113 +744,15 @@ class ReplicationEngine:
 
     def _discover_now(self) -> None:
         """Discover on the loop and tell the delivery mode what changed, if discovery worked."""
-        if self.refresh_topics():
+        if self.topics.refresh_now():
             self.delivery.topics_changed(self.mirrored)
-
-    def refresh_topics(self) -> bool:
-        """Discover the flow's topics again, now, on the loop (waiting for a discovery under
-        way first); False when discovery failed (nothing changes)."""
-        return self._use(self.discovery.discover_now())
+            self._drain()
 
     def _take_discovered(self) -> None:
         """Use what a discovery started earlier found, if it has finished."""
-        found = self.discovery.take()
-        if found is not None and self._use(found):
+        if self.topics.take_finished():
             self.delivery.topics_changed(self.mirrored)
-
-    def _use(self, found: Discovered) -> bool:
-        if found.crash is not None:
-            raise found.crash
-        if found.mirrored is None:
-            log.warning("topic discovery for %s failed: %s", self.flow_id, found.unavailable)
-            return False
-        self.mirrored = found.mirrored
-        return True
-
-    # ------------------------------------------------------------------ lanes
-
-    def new_lane(self, mirrored: MirroredTopic, partition: int, start: int) -> Lane:
-        """A lane for ``partition`` of ``mirrored`` starting at ``start`` (not added yet)."""
-        name = mirrored.source.name
-        key = (name, partition)
-        return Lane(
-            source=TopicPartition(name, partition),
-            remote_topic=mirrored.remote_name,
-            progress=PartitionProgress(
-                offset_syncs.TopicPartition(name, partition),
-                source_topic_id=mirrored.source.topic_id,
-                target_topic_id=mirrored.remote.topic_id,
-                start=start,
-            ),
-            prefix=provenance.header_prefix(self.settings.source_alias, name, partition),
-            counters=self._counters.setdefault(key, PartitionCounters()),
-            committed=start,
-            assigned_at=self.clock.monotonic(),
-        )
-
-    def start_positions(
-        self, wanted: list[tuple[str, int, CommittedProgress | None]]
-    ) -> dict[tuple[str, int], StartPosition]:
-        """Where to start each ``(topic, partition, committed progress)``: the progress, clamped
-        to the log start (records deleted before they were copied are reported), else the
-        flow's start (see :func:`failover.partition_state.start_position`)."""
-        consumer = self.consumer
-        # Floors of the control document apply from the first record: read it first.
-        self.flow_control.refresh()
-        control = self.flow_control.control
-        marks: dict[tuple[str, int], tuple[int, int]] = {}
-        lookups: list[TopicPartition] = []
-        for topic, partition, committed in wanted:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=30, cached=False
-            )
-            marks[(topic, partition)] = (low, high)
-            timestamp = timestamp_to_look_up(committed, self.flow_start)
-            if timestamp is not None:
-                lookups.append(TopicPartition(topic, partition, timestamp))
-        found: dict[tuple[str, int], int] = {}
-        if lookups:
-            for tp in consumer.offsets_for_times(lookups, timeout=30):
-                found[(tp.topic, tp.partition)] = tp.offset
-        starts = {}
-        for topic, partition, committed in wanted:
-            key = (topic, partition)
-            low, high = marks[key]
-            floor = control.floor(topic, partition)
-            start = start_position(
-                committed, low, high, self.flow_start, found.get(key), floor=floor
-            )
-            if floor is not None and start.offset == floor:
-                log.warning(
-                    "%s-%s starts at %d: the flow's control document says to copy nothing "
-                    "below it (skip_below)",
-                    topic,
-                    partition,
-                    floor,
-                )
-            if start.lost_to_retention:
-                self.stats.records_lost_to_retention += start.lost_to_retention
-                log.error(
-                    "%d record(s) of %s-%s were deleted by retention on %s before they were "
-                    "copied (progress %d, log starts at %d); they are missing on %s",
-                    start.lost_to_retention,
-                    topic,
-                    partition,
-                    self.settings.source_alias,
-                    low - start.lost_to_retention,
-                    low,
-                    self.settings.target_alias,
-                )
-            starts[key] = start
-        return starts
-
-    def add_lane(self, lane: Lane) -> None:
-        self.lanes[lane.key] = lane
-
-    def drop_lanes(self, lanes: list[Lane]) -> None:
-        for lane in lanes:
-            if self.lanes.get(lane.key) is lane:
-                del self.lanes[lane.key]
+            self._drain()
 
     # ------------------------------------------------------------------ metrics
 

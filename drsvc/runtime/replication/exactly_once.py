@@ -21,6 +21,12 @@ source partitions there and produce. Any transactional error, timeout or failed 
 slot's producer and takes the slot again that way: librdkafka lacks the newer transaction protocol
 fixes, so no error is trusted to leave a producer usable.
 
+When a slot is taken, committed, dropped, given up or taken again is decided by the pure machine
+:mod:`failover.slot_state`, one state per slot number; this module feeds it the events (the
+group's assignments, commit checks, failed deliveries, the answers of the I/O it asked for) and
+does the I/O its actions name. What a slot's lanes need of the engine (added, dropped, halted,
+flow control followed) goes through the seam's effects (:mod:`.seam`).
+
 Ownership comes from a Kafka consumer group on the target (``drsvc-slots.<source>-<target>``)
 subscribed to an internal topic with one partition per slot: the partitions assigned to a worker are
 the slots it owns (cooperative-sticky, so only moved slots change hands). Source partitions are
@@ -33,7 +39,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.kafka.hot import KafkaException
@@ -53,25 +59,69 @@ from drsvc.runtime.replication.client_configs import (
     slot_source_config,
 )
 from drsvc.runtime.replication.lane import Lane
+from drsvc.runtime.replication.seam import (
+    AddLanes,
+    DropLanes,
+    FollowControl,
+    HaltLanes,
+    ModeContext,
+)
 from drsvc.runtime.replication.settings import keepalive_policy
 from drsvc.runtime.replication.topics import MirroredTopic
-from failover import offset_syncs
+from failover import offset_syncs, slot_state
 from failover.errors import PolicyError
 from failover.keepalive import LastCopy, keepalive_sync, last_copy_of
 from failover.partition_state import Action, CommittedProgress, Reading
+from failover.slot_state import (
+    Active,
+    AskOwner,
+    Assigned,
+    BeginFailed,
+    BeginTransaction,
+    Commit,
+    CommitCheck,
+    CommitFailed,
+    Committed,
+    Committing,
+    Copied,
+    DeliveryFailed,
+    IdleCommitDue,
+    Lost,
+    OwnerAnswered,
+    PositionDeleted,
+    Positions,
+    ProducerWanted,
+    Refused,
+    Release,
+    ReportFailure,
+    ResumeLanes,
+    RetakeCheck,
+    Revoked,
+    ScheduleRetake,
+    ShuttingDown,
+    SlotAction,
+    SlotError,
+    SlotPolicy,
+    SlotState,
+    TakeAgain,
+    TakeFailed,
+    Taken,
+    TakeSlot,
+    TransactionBegun,
+    TransactionFailure,
+    Waiting,
+    copies,
+    producer_ready,
+)
 from failover.slots import (
     DEFAULT_SLOTS,
     MAX_SLOTS,
-    RetakeBackoff,
+    RetakeDelays,
     SlotFailure,
     SlotNames,
     SlotProgress,
-    classify_failure,
     slot_of,
 )
-
-if TYPE_CHECKING:
-    from drsvc.runtime.replication.engine import ReplicationEngine
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +138,9 @@ _FENCED_CODES = frozenset(
 #: progress refreshes
 IDLE_CHECK_S = 1.0
 
+#: the state of a slot this worker never owned
+_NOT_OWNED = SlotState()
+
 
 class _TransactionFailed(Exception):
     """A slot's transaction cannot commit (a delivery failed or timed out)."""
@@ -103,54 +156,79 @@ class _Committing:
     copy_synced_at_ms: int | None
 
 
-@dataclass
+@dataclass(eq=False)
 class Slot:
-    """A slot this worker owns: its producer and its lanes."""
+    """One taking of a slot: its producer and its lanes. A slot taken again is a new ``Slot``,
+    so reports of an earlier producer or lanes never reach the state of the current one."""
 
     number: int
     producer: Producer
-    lanes: dict[tuple[str, int], Lane] = field(default_factory=dict)
-    in_transaction: bool = False
-    opened_at: float = 0.0
-    records_in_transaction: int = 0
-    failure: str | None = None
-    #: the Kafka error behind ``failure``, when there is one (it may say "fenced")
-    failure_error: KafkaError | None = None
+    lanes: dict[tuple[str, int], SlotLane] = field(default_factory=dict)
     transactions: int = 0
 
-    def fail(self, reason: str, err: KafkaError | None = None) -> None:
-        """The open transaction cannot commit: copy nothing more into it (the slot is dropped
-        and taken again at the next commit check)."""
-        if self.failure is None:
-            self.failure = reason
-            self.failure_error = err
-        for lane in self.lanes.values():
-            lane.copying = False
+
+@dataclass(eq=False)
+class SlotLane:
+    """What exactly once keeps of a lane it copies: its slot and its copies' target offsets."""
+
+    lane: Lane
+    slot: Slot
+    #: next target offset after the committed copies (-1 while unknown)
+    next_target: int = -1
+    #: last target offset acknowledged in the open transaction (-1 none)
+    last_target: int = -1
+    #: when this worker last committed the partition's progress (monotonic s; None: never)
+    progress_committed_at: float | None = None
+
+
+def _slot_error(err: KafkaError | None) -> SlotError | None:
+    """What the slot's lifecycle needs to know of a Kafka error."""
+    if err is None:
+        return None
+    return SlotError(fenced=err.code() in _FENCED_CODES, fatal=bool(err.fatal()))
+
+
+def _error_in(raised: BaseException) -> KafkaError | None:
+    """The Kafka error behind an exception a client raised, if it carries one (a fenced
+    producer raises ``SystemError`` with the ``KafkaException`` as its cause)."""
+    if isinstance(raised, KafkaException) and raised.args:
+        found = raised.args[0]
+        return found if isinstance(found, KafkaError) else None
+    cause = raised.__cause__
+    return _error_in(cause) if isinstance(cause, KafkaException) else None
 
 
 class ExactlyOnce:
-    """The exactly-once mode of a :class:`ReplicationEngine` (see the module docstring)."""
+    """The exactly-once delivery mode of a flow's engine (see the module docstring)."""
 
     mode = "exactly-once"
 
-    def __init__(self, engine: ReplicationEngine) -> None:
-        settings = engine.settings
-        self.engine = engine
+    def __init__(self, context: ModeContext) -> None:
+        settings = context.settings
+        self.ctx = context
         self.settings = settings
-        self.stats = engine.stats
+        self.stats = context.stats
         self.flow_id = settings.flow_id
+        self._effects = context.effects
         self.names = SlotNames(settings.source_alias, settings.target_alias)
         self.slot_count = 0
+        #: each slot's lifecycle (:mod:`failover.slot_state`) by number, kept across
+        #: revocations (absent: never owned)
+        self._states: dict[int, SlotState] = {}
+        #: the slots taken now, by number
         self._slots: dict[int, Slot] = {}
-        #: slots the membership group gave us (taken or waiting to be taken)
-        self._owned: set[int] = set()
-        #: owned slots not taken yet, and when to try (monotonic)
-        self._retry_at: dict[int, float] = {}
-        self._retake = RetakeBackoff(
-            taken_over_s=settings.fenced_retry_s,
-            timeout_first_s=settings.timed_out_retry_s,
-            timeout_max_s=settings.timed_out_retry_max_s,
-            failed_max_s=settings.max_retry_backoff_s,
+        #: what this mode keeps of each lane it copies now
+        self._lanes: dict[Lane, SlotLane] = {}
+        self._policy = SlotPolicy(
+            transaction_interval_s=settings.transaction_interval_s,
+            transaction_max_records=settings.transaction_max_records,
+            transaction_timeout_s=settings.transaction_timeout_ms / 1000,
+            retake=RetakeDelays(
+                taken_over_s=settings.fenced_retry_s,
+                timeout_first_s=settings.timed_out_retry_s,
+                timeout_max_s=settings.timed_out_retry_max_s,
+                failed_max_s=settings.max_retry_backoff_s,
+            ),
         )
         self._keepalive = keepalive_policy(settings)
         if settings.progress_refresh_s <= 0:
@@ -158,6 +236,8 @@ class ExactlyOnce:
                 f"flow {settings.flow_id}: the progress refresh interval must be positive "
                 f"(got {settings.progress_refresh_s}s)"
             )
+        self._catalog: TopicCatalog | None = None
+        self._consumer: Consumer | None = None
         self._membership: Consumer | None = None
         self._progress: Consumer | None = None
         self._group_metadata: Any = None
@@ -173,6 +253,7 @@ class ExactlyOnce:
     def prepare(self, catalog: TopicCatalog) -> None:
         """Create the sync and slots topics; learn the flow's number of slots."""
         s = self.settings
+        self._catalog = catalog
         catalog.ensure_sync_topic()
         wanted = s.slots or DEFAULT_SLOTS
         if not 1 <= wanted <= MAX_SLOTS:
@@ -189,9 +270,10 @@ class ExactlyOnce:
     def source_config(self) -> dict[str, Any]:
         return slot_source_config(self.settings)
 
-    def start(self) -> None:
-        kafka = self.engine.kafka
+    def start(self, consumer: Consumer) -> None:
+        kafka = self.ctx.kafka
         target = self.settings.target_alias
+        self._consumer = consumer
         self._progress = kafka.consumer(target, progress_reader_config(self.settings))
         self._group_metadata = self._progress.consumer_group_metadata()
         self._membership = kafka.consumer(target, slot_membership_config(self.settings))
@@ -210,23 +292,117 @@ class ExactlyOnce:
         )
 
     @property
+    def consumer(self) -> Consumer:
+        """The engine's source consumer; this mode assigns it the partitions of its slots."""
+        assert self._consumer is not None
+        return self._consumer
+
+    @property
     def membership(self) -> Consumer:
         assert self._membership is not None
         return self._membership
 
     def shutdown(self) -> None:
         try:
-            for slot in list(self._slots.values()):
-                self._release(slot, commit=True)
+            for number in sorted(self._slots):
+                self._step(number, ShuttingDown())
         finally:
             for consumer in (self._membership, self._progress):
                 if consumer is not None:
                     consumer.close()
 
+    # ------------------------------------------------------------------ the slots' lifecycle
+
+    def _step(self, number: int, event: slot_state.Event) -> None:
+        """Feed ``event`` to slot ``number``'s machine and do what it asks, in order (an action
+        with I/O answers with an event of its own, at once)."""
+        state = self._states.get(number, _NOT_OWNED)
+        new, actions = slot_state.step(state, event, self.ctx.clock.monotonic(), self._policy)
+        self._states[number] = new
+        for action in actions:
+            self._act(number, action)
+
+    def _step_slot(self, slot: Slot, event: slot_state.Event) -> None:
+        """``event`` of one taking of a slot: dropped when the slot was let go since (a late
+        report of its producer or lanes)."""
+        if self._slots.get(slot.number) is slot:
+            self._step(slot.number, event)
+
+    def _act(self, number: int, action: SlotAction) -> None:
+        match action:
+            case TakeSlot():
+                self._take(number)
+            case ResumeLanes():
+                slot = self._slots[number]
+                self._assign(slot, list(slot.lanes.values()))
+                log.info(
+                    "flow %s: took slot %d (%d partition(s))",
+                    self.flow_id,
+                    number,
+                    len(slot.lanes),
+                )
+            case BeginTransaction():
+                self._begin(self._slots[number])
+            case Commit(positions, _records):
+                self._commit(self._slots[number], positions)
+            case slot_state.HaltLanes():
+                halted = self._slots.get(number)
+                if halted is not None and halted.lanes:
+                    lanes = tuple(slot_lane.lane for slot_lane in halted.lanes.values())
+                    self._effects.append(HaltLanes(lanes))
+            case AskOwner():
+                self._step(number, OwnerAnswered(self._still_assigned(number)))
+            case Release(abort_transaction):
+                self._release(number, abort_transaction)
+            case ScheduleRetake():
+                pass  # the state holds the time: the retake check finds it
+            case ReportFailure():
+                self._report(number, action)
+            case Refused(event, stage):
+                log.error(
+                    "flow %s: slot %d: %s is not expected in state %s (ignored)",
+                    self.flow_id,
+                    number,
+                    event,
+                    stage,
+                )
+
+    def _report(self, number: int, failure: ReportFailure) -> None:
+        self.stats.transactions_failed += 1
+        self.stats.rewinds += 1
+        if failure.kind is SlotFailure.TAKEN_OVER:
+            log.warning(
+                "flow %s: slot %d was taken over by another worker (fenced: %s); not copying it",
+                self.flow_id,
+                number,
+                failure.reason,
+            )
+        elif failure.kind is SlotFailure.TRANSACTION_TIMED_OUT:
+            self.stats.transactions_timed_out += 1
+            log.warning(
+                "flow %s: slot %d: the transaction timed out on the coordinator of %s (open "
+                "%.1fs, transaction.timeout.ms=%d; the target is slow): it was aborted, the slot "
+                "is still ours; taking it again in %.1fs from its last committed progress (%s)",
+                self.flow_id,
+                number,
+                self.settings.target_alias,
+                failure.transaction_open_s or 0.0,
+                self.settings.transaction_timeout_ms,
+                failure.retake_in_s,
+                failure.reason,
+            )
+        else:
+            log.warning(
+                "flow %s: slot %d: %s; aborting and continuing from its last committed progress",
+                self.flow_id,
+                number,
+                failure.reason,
+            )
+
     # ------------------------------------------------------------------ the loop's hooks
 
     def reading(self) -> bool:
-        return bool(self.engine.lanes)
+        return bool(self.ctx.lanes)
 
     def before_batch(self, now: float) -> None:
         self.membership.poll(0)
@@ -237,7 +413,7 @@ class ExactlyOnce:
 
     def serve(self, timeout_s: float) -> None:
         self.membership.poll(timeout_s)
-        self._commit_due(self.engine.clock.monotonic())
+        self._commit_due(self.ctx.clock.monotonic())
 
     def after_batch(self, now: float) -> None:
         self._commit_due(now)
@@ -246,14 +422,14 @@ class ExactlyOnce:
         return lane.committed
 
     def execute(self, lane: Lane, action: Action) -> None:
-        # Failures drop the whole slot instead of rewinding one partition: nothing of the
-        # at-least-once machinery (rewind, sync repair, restart) is ever asked for.
-        raise AssertionError(f"exactly-once cannot execute {action!r}")
+        # Failures drop the whole slot instead of rewinding one partition: the lane's state
+        # machine asks this mode for nothing (no rewind, sync repair or restart).
+        log.error("flow %s: exactly-once has nothing to do for %r", self.flow_id, action)
 
     def skip_below(self, floors: list[tuple[Lane, int]]) -> None:
         # A slot starts its partitions at their floors when it is taken (start positions):
         # commit what it copied, give it up and take it again at once.
-        slots = {lane.slot.number: lane.slot for lane, _ in floors if lane.slot is not None}
+        slots: dict[int, Slot] = {}
         for lane, floor in floors:
             log.warning(
                 "flow %s: skipping %s-%s below %d on request (the flow's control document, "
@@ -264,60 +440,67 @@ class ExactlyOnce:
                 floor,
                 self.settings.target_alias,
             )
-        for number, slot in sorted(slots.items()):
-            if self._slots.get(number) is not slot:
-                continue
-            if self._commit(slot):
-                self._release(slot, commit=False)
-                self._retry_at[number] = self.engine.clock.monotonic()
+            if (slot_lane := self._lanes.get(lane)) is not None:
+                slots[slot_lane.slot.number] = slot_lane.slot
+        for _number, slot in sorted(slots.items()):
+            self._step_slot(slot, TakeAgain())
 
     # ------------------------------------------------------------------ the hot path's hooks
 
     def open(self, lane: Lane, now: float) -> Producer | None:
-        slot = lane.slot
-        if slot is None or slot.failure is not None:
+        slot_lane = self._lanes.get(lane)
+        if slot_lane is None:
             return None
-        if not slot.in_transaction:
-            try:
-                slot.producer.begin_transaction()
-            except KafkaException as exc:
-                self._drop_slot(slot, f"begin transaction: {exc.args[0].str()}", exc.args[0])
+        slot = slot_lane.slot
+        number = slot.number
+        if self._slots.get(number) is not slot:
+            return None
+        if not producer_ready(self._states[number]):
+            self._step(number, ProducerWanted())
+            if self._slots.get(number) is not slot or not producer_ready(self._states[number]):
                 return None
-            slot.in_transaction = True
-            slot.opened_at = now
         return slot.producer
 
     def copied(self, lane: Lane, records: int) -> None:
-        if lane.slot is not None:
-            lane.slot.records_in_transaction += records
+        slot_lane = self._lanes.get(lane)
+        if slot_lane is not None:
+            self._step_slot(slot_lane.slot, Copied(records))
 
     def queue_full(self, lane: Lane, producer: Producer) -> bool:
-        slot = lane.slot
-        assert slot is not None
+        slot_lane = self._lanes.get(lane)
         try:
             producer.poll(0.05)
         except (KafkaException, SystemError) as exc:
-            slot.fail(f"serving delivery reports: {exc}")
-        return slot.failure is None
+            if slot_lane is not None:
+                error = _slot_error(_error_in(exc))
+                self._step_slot(
+                    slot_lane.slot, DeliveryFailed(f"serving delivery reports: {exc}", error)
+                )
+        if slot_lane is None:
+            return False
+        number = slot_lane.slot.number
+        return self._slots.get(number) is slot_lane.slot and copies(self._states[number])
 
     def refused(self, lane: Lane, offset: int, epoch: int, err: KafkaError) -> None:
-        if lane.slot is not None:
+        slot_lane = self._lanes.get(lane)
+        if slot_lane is not None:
             where = f"{lane.source.topic}-{lane.source.partition}@{offset}"
-            lane.slot.fail(f"record {where} refused: {err.str()}", err)
+            reason = f"record {where} refused: {err.str()}"
+            self._step_slot(slot_lane.slot, DeliveryFailed(reason, _slot_error(err)))
 
     def on_delivery(
         self, lane: Lane, source_offset: int, err: KafkaError | None, msg: Message
     ) -> None:
-        slot = lane.slot
-        if slot is None:
+        slot_lane = self._lanes.get(lane)
+        if slot_lane is None:
             return
         if err is not None:
             self.stats.delivery_failures += 1
-            slot.fail(
+            reason = (
                 f"delivery of {lane.source.topic}-{lane.source.partition}@{source_offset} "
-                f"failed: {err.str()}",
-                err,
+                f"failed: {err.str()}"
             )
+            self._step_slot(slot_lane.slot, DeliveryFailed(reason, _slot_error(err)))
             return
         target_offset: int = msg.offset()  # type: ignore[assignment]
         try:
@@ -325,20 +508,22 @@ class ExactlyOnce:
         except ValueError as exc:
             # A report the progress cannot place (a producer being torn down): never let it
             # escape into librdkafka's callback; the slot is taken again from its progress.
-            slot.fail(str(exc))
+            self._step_slot(slot_lane.slot, DeliveryFailed(str(exc)))
             return
-        lane.last_target = max(lane.last_target, target_offset)
+        slot_lane.last_target = max(slot_lane.last_target, target_offset)
 
     def position_deleted(self, lane: Lane) -> None:
         # The next record to copy was deleted by retention: take the slot again, which
         # reports the loss and continues from the log start.
-        slot = lane.slot
-        if slot is not None and self._slots.get(slot.number) is slot:
+        slot_lane = self._lanes.get(lane)
+        if slot_lane is not None:
             where = f"{lane.source.topic}-{lane.source.partition}"
-            self._drop_slot(slot, f"{where}: position deleted by retention", None)
+            self._step_slot(
+                slot_lane.slot, PositionDeleted(f"{where}: position deleted by retention")
+            )
 
     def reassign(self, lane: Lane, position: int) -> None:
-        consumer = self.engine.consumer
+        consumer = self.consumer
         consumer.incremental_unassign([lane.source])
         consumer.incremental_assign(
             [TopicPartition(lane.source.topic, lane.source.partition, position)]
@@ -346,49 +531,56 @@ class ExactlyOnce:
         if not isinstance(lane.state.hold, Reading):
             consumer.pause([lane.source])
 
+    def _on_client_error(self, taken: list[Slot], err: KafkaError) -> None:
+        """A slot producer's error callback: a fatal error (fenced, or the coordinator aborted
+        the transaction) fails the slot's transaction; the rest is connection trouble."""
+        if not err.fatal():
+            log.warning("flow %s: %s", self.flow_id, err.str())
+            return
+        for slot in taken:
+            reason = f"fatal producer error: {err.str()}"
+            self._step_slot(slot, DeliveryFailed(reason, _slot_error(err)))
+
     # ------------------------------------------------------------------ transactions
 
     def _commit_due(self, now: float) -> None:
-        s = self.settings
-        due = [
-            slot
-            for slot in self._slots.values()
-            if slot.failure is not None
-            or (
-                slot.in_transaction
-                and (
-                    now - slot.opened_at >= s.transaction_interval_s
-                    or slot.records_in_transaction >= s.transaction_max_records
-                )
-            )
-        ]
-        idle = [
-            slot
-            for slot in self._slots.values()
-            if not slot.in_transaction and slot.failure is None and slot not in due
-        ]
-        for slot in due:
-            self._commit(slot)
+        # Idle slots are picked before the due ones commit: a slot that commits now is no
+        # idle candidate in the same pass.
+        idle_check = now - self._idle_check_at >= IDLE_CHECK_S
+        idle = [slot for _, slot in sorted(self._slots.items()) if self._idle(slot)]
+        for number in sorted(self._slots):
+            self._step(number, CommitCheck())
         # Positions can move without records (aborted source transactions, markers): commit
         # them now and then, so progress and syncs say "caught up" exactly.
-        if now - self._idle_check_at < IDLE_CHECK_S:
+        if not idle_check:
             return
         self._idle_check_at = now
         for slot in idle:
-            if self._slots.get(slot.number) is not slot:
+            if not self._idle(slot):
                 continue
             positions = self._positions(slot)
-            if any(positions[key] > lane.committed for key, lane in slot.lanes.items()) or any(
-                self._refresh_due(lane, now) or self._keepalive_due(lane, lane.committed, now)
-                for lane in slot.lanes.values()
+            moved = any(positions[key] > sl.lane.committed for key, sl in slot.lanes.items())
+            if moved or any(
+                self._refresh_due(sl, now) or self._keepalive_due(sl.lane, sl.lane.committed, now)
+                for sl in slot.lanes.values()
             ):
-                self._commit(slot, positions)
+                self._step(
+                    slot.number,
+                    IdleCommitDue(tuple((t, p, offset) for (t, p), offset in positions.items())),
+                )
 
-    def _refresh_due(self, lane: Lane, now: float) -> bool:
+    def _idle(self, slot: Slot) -> bool:
+        """Is ``slot`` taken now, copying, with no transaction open?"""
+        if self._slots.get(slot.number) is not slot:
+            return False
+        stage = self._states[slot.number].stage
+        return isinstance(stage, Active) and stage.transaction is None
+
+    def _refresh_due(self, slot_lane: SlotLane, now: float) -> bool:
         """The partition's progress must be committed again, or the target's offsets retention
         would expire it: the progress group never has members, so each offset lives
         offsets.retention.minutes after its own last commit, however idle the partition."""
-        at = lane.progress_committed_at
+        at = slot_lane.progress_committed_at
         return at is None or now - at >= self.settings.progress_refresh_s
 
     def _keepalive_due(self, lane: Lane, read_up_to: int, now: float) -> bool:
@@ -399,99 +591,83 @@ class ExactlyOnce:
         (or had nothing to copy). A lane that does not copy now (paused, held) counts up to
         what it copied: records fetched meanwhile were skipped, not copied."""
         positions = {
-            key: max(lane.committed, lane.progress.next_offset) for key, lane in slot.lanes.items()
+            key: max(sl.lane.committed, sl.lane.progress.next_offset)
+            for key, sl in slot.lanes.items()
         }
-        wanted = [lane.source for lane in slot.lanes.values() if lane.copying]
+        wanted = [sl.lane.source for sl in slot.lanes.values() if sl.lane.copying]
         if not wanted:
             return positions
-        for tp in self.engine.consumer.position(wanted):
+        for tp in self.consumer.position(wanted):
             if tp.offset >= 0 and tp.offset != OFFSET_INVALID:
                 positions[(tp.topic, tp.partition)] = tp.offset
         return positions
 
+    def _failure_while_committing(self, number: int) -> TransactionFailure | None:
+        """A failure reported while the commit of slot ``number`` runs (its flush serves
+        delivery reports): the commit must not go through."""
+        stage = self._states[number].stage
+        return stage.failure if isinstance(stage, Committing) else None
+
+    def _begin(self, slot: Slot) -> None:
+        try:
+            slot.producer.begin_transaction()
+        except KafkaException as exc:
+            err = exc.args[0]
+            self._step(
+                slot.number, BeginFailed(f"begin transaction: {err.str()}", _slot_error(err))
+            )
+            return
+        self._step(slot.number, TransactionBegun())
+
     def _commit(  # noqa: PLR0915 (one transaction, its failure paths side by side)
-        self, slot: Slot, positions: dict[tuple[str, int], int] | None = None
-    ) -> bool:
-        """Commit the slot's open transaction with its syncs and progress; on any failure drop
-        the slot (it is taken again from its last committed progress)."""
+        self, slot: Slot, positions: Positions | None
+    ) -> None:
+        """Commit the slot's transaction with its syncs and progress (beginning one first when
+        none is open); answer the machine with :class:`Committed` or :class:`CommitFailed`."""
+        number = slot.number
         producer = slot.producer
         s = self.settings
         timeout_s = s.transaction_timeout_ms / 1000
-        now = self.engine.clock.monotonic()
+        now = self.ctx.clock.monotonic()
         now_ms = round(now * 1000)
         try:
-            if slot.failure is not None:
-                raise _TransactionFailed(slot.failure)
-            if not slot.in_transaction:
+            stage = self._states[number].stage
+            if isinstance(stage, Committing) and stage.transaction is None:
                 producer.begin_transaction()
-                slot.in_transaction = True
-                slot.opened_at = now
+                self._step(number, TransactionBegun())
             remaining = producer.flush(timeout_s)
             if remaining:
                 raise _TransactionFailed(f"{remaining} record(s) not acknowledged in {timeout_s}s")
-            if slot.failure is not None:
-                raise _TransactionFailed(slot.failure)
-            if positions is None:
-                positions = self._positions(slot)
-            offsets = []
-            ends: dict[tuple[str, int], _Committing] = {}
-            for key, lane in slot.lanes.items():
-                position = positions[key]
-                moved = position > lane.committed or lane.last_target >= 0
-                if not moved:
-                    position = lane.committed
-                keepalive = self._keepalive_due(lane, position, now)
-                if not (moved or keepalive or self._refresh_due(lane, now)):
-                    continue
-                last_copy, synced_at_ms = lane.last_copy, lane.copy_synced_at_ms
-                if moved:
-                    lane.progress.seal(position)
-                    for finished in lane.progress.take_finished():
-                        for sync in finished.syncs:
-                            self._produce_sync(producer, sync)
-                            if sync.segments:
-                                last_copy, synced_at_ms = last_copy_of((sync,), last_copy), now_ms
-                    keepalive = keepalive and synced_at_ms != now_ms
-                if keepalive:
-                    # Idle past the keepalive interval: repeat the last copy, or the sync
-                    # topic's retention deletes every sync that maps the partition.
-                    state = lane.sync_state(position)
-                    if state is not None:
-                        self._produce_sync(producer, keepalive_sync(state))
-                        self.stats.keepalive_syncs_written += 1
-                        synced_at_ms = now_ms
-                next_target = lane.last_target + 1 if lane.last_target >= 0 else lane.next_target
-                progress = SlotProgress(position, lane.progress.source_topic_id, last_copy)
-                offsets.append(
-                    TopicPartition(
-                        lane.remote_topic,
-                        lane.source.partition,
-                        max(next_target, 0),
-                        metadata=progress.encode(),
-                    )
-                )
-                ends[key] = _Committing(position, next_target, last_copy, synced_at_ms)
+            failure = self._failure_while_committing(number)
+            if failure is not None:
+                raise _TransactionFailed(failure.reason)
+            at = (
+                self._positions(slot)
+                if positions is None
+                else {(topic, partition): offset for topic, partition, offset in positions}
+            )
+            offsets, ends = self._transaction_end(slot, at, now, now_ms)
             if offsets:
                 producer.send_offsets_to_transaction(offsets, self._group_metadata, timeout_s)
             producer.commit_transaction(timeout_s)
         except KafkaException as exc:
-            self._drop_slot(slot, f"transaction: {exc.args[0].str()}", exc.args[0])
-            return False
+            err = exc.args[0]
+            self._step(number, CommitFailed(f"transaction: {err.str()}", _slot_error(err)))
+            return
         except SystemError as exc:
             # A producer in a fatal state (fenced) raises from flush() while it serves delivery
             # reports; the Kafka error is the cause. Under a coordinator-side timeout the client
             # has also been seen to raise it with no cause at all: the producer is unusable
             # either way, and the slot is taken again from its committed progress (the failed
-            # transaction is never visible), never left to crash the worker.
-            cause = exc.__cause__
-            if isinstance(cause, KafkaException):
-                self._drop_slot(slot, f"transaction: {cause.args[0].str()}", cause.args[0])
-            else:
-                self._drop_slot(slot, f"transaction: {exc}", slot.failure_error)
-            return False
+            # transaction is never visible), never left to crash the worker. With no cause, the
+            # failure recorded for the transaction (if any) stands for it.
+            cause = _error_in(exc)
+            reason = f"transaction: {cause.str() if cause is not None else exc}"
+            self._step(number, CommitFailed(reason, _slot_error(cause)))
+            return
         except _TransactionFailed as exc:
-            self._drop_slot(slot, str(exc), slot.failure_error)
-            return False
+            self._step(number, CommitFailed(str(exc), None))
+            return
         except:  # noqa: E722 (whatever a fenced producer raises, see below)
             # A fenced producer's flush() has also been seen to raise a bare KafkaError, which
             # is no exception class at all (so only a bare except catches it): the transaction
@@ -499,24 +675,72 @@ class ExactlyOnce:
             raised = sys.exc_info()[1]
             if isinstance(raised, (KeyboardInterrupt, SystemExit)):
                 raise
-            err = raised if isinstance(raised, KafkaError) else slot.failure_error
-            self._drop_slot(slot, f"transaction: {raised}", err)
-            return False
+            err_raised = raised if isinstance(raised, KafkaError) else None
+            self._step(number, CommitFailed(f"transaction: {raised}", _slot_error(err_raised)))
+            return
         for key, done in ends.items():
-            lane = slot.lanes[key]
+            slot_lane = slot.lanes[key]
+            lane = slot_lane.lane
             lane.committed = done.position
-            lane.next_target = done.next_target
-            lane.last_target = -1
+            slot_lane.next_target = done.next_target
+            slot_lane.last_target = -1
             lane.progress.persisted(done.position)
             lane.last_copy = done.last_copy
             lane.copy_synced_at_ms = done.copy_synced_at_ms
-            lane.progress_committed_at = now
-        slot.in_transaction = False
-        slot.records_in_transaction = 0
+            slot_lane.progress_committed_at = now
         slot.transactions += 1
         self.stats.transactions_committed += 1
-        self._retake.succeeded(slot.number)
-        return True
+        self._step(number, Committed())
+
+    def _transaction_end(
+        self, slot: Slot, positions: dict[tuple[str, int], int], now: float, now_ms: int
+    ) -> tuple[list[TopicPartition], dict[tuple[str, int], _Committing]]:
+        """Write the syncs of the slot's finished runs (and keepalives due) into the open
+        transaction; return the progress offsets to commit with it and what each lane becomes
+        once it commits."""
+        producer = slot.producer
+        offsets = []
+        ends: dict[tuple[str, int], _Committing] = {}
+        for key, slot_lane in slot.lanes.items():
+            lane = slot_lane.lane
+            position = positions[key]
+            moved = position > lane.committed or slot_lane.last_target >= 0
+            if not moved:
+                position = lane.committed
+            keepalive = self._keepalive_due(lane, position, now)
+            if not (moved or keepalive or self._refresh_due(slot_lane, now)):
+                continue
+            last_copy, synced_at_ms = lane.last_copy, lane.copy_synced_at_ms
+            if moved:
+                lane.progress.seal(position)
+                for finished in lane.progress.take_finished():
+                    for sync in finished.syncs:
+                        self._produce_sync(producer, sync)
+                        if sync.segments:
+                            last_copy, synced_at_ms = last_copy_of((sync,), last_copy), now_ms
+                keepalive = keepalive and synced_at_ms != now_ms
+            if keepalive:
+                # Idle past the keepalive interval: repeat the last copy, or the sync topic's
+                # retention deletes every sync that maps the partition.
+                state = lane.sync_state(position)
+                if state is not None:
+                    self._produce_sync(producer, keepalive_sync(state))
+                    self.stats.keepalive_syncs_written += 1
+                    synced_at_ms = now_ms
+            next_target = (
+                slot_lane.last_target + 1 if slot_lane.last_target >= 0 else slot_lane.next_target
+            )
+            progress = SlotProgress(position, lane.progress.source_topic_id, last_copy)
+            offsets.append(
+                TopicPartition(
+                    lane.remote_topic,
+                    lane.source.partition,
+                    max(next_target, 0),
+                    metadata=progress.encode(),
+                )
+            )
+            ends[key] = _Committing(position, next_target, last_copy, synced_at_ms)
+        return offsets, ends
 
     def _produce_sync(self, producer: Producer, sync: offset_syncs.OffsetSync) -> None:
         sync_key, sync_value = offset_syncs.encode_sync(sync)
@@ -528,58 +752,38 @@ class ExactlyOnce:
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         slots = sorted(tp.partition for tp in partitions)
         log.info("flow %s: assigned slot(s) %s", self.flow_id, slots)
-        now = self.engine.clock.monotonic()
         for number in slots:
-            self._owned.add(number)
-            self._retry_at.setdefault(number, now)
+            self._step(number, Assigned())
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         slots = sorted(tp.partition for tp in partitions)
         log.info("flow %s: giving up slot(s) %s", self.flow_id, slots)
         for number in slots:
-            self._owned.discard(number)
-            self._retry_at.pop(number, None)
-            slot = self._slots.get(number)
-            if slot is not None:
-                self._release(slot, commit=True)
+            self._step(number, Revoked())
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Someone else may hold these slots already: never commit for them again.
         slots = sorted(tp.partition for tp in partitions)
         log.warning("flow %s: lost slot(s) %s to other workers", self.flow_id, slots)
         for number in slots:
-            self._owned.discard(number)
-            self._retry_at.pop(number, None)
-            slot = self._slots.get(number)
-            if slot is not None:
-                self._release(slot, commit=False)
+            self._step(number, Lost())
 
     def _take_waiting_slots(self, now: float) -> None:
-        for number, at in sorted(self._retry_at.items()):
-            if at <= now and number in self._owned and number not in self._slots:
-                if self._take(number):
-                    self._retry_at.pop(number, None)
-                else:
-                    self._schedule_retry(number, SlotFailure.FAILED)
-            if self.engine.stopping:
+        for number, state in sorted(self._states.items()):
+            stage = state.stage
+            if isinstance(stage, Waiting) and stage.at <= now:
+                self._step(number, RetakeCheck())
+            if self.ctx.stop.is_set():
                 return
-
-    def _schedule_retry(self, number: int, kind: SlotFailure) -> float:
-        """Note a failure of slot ``number``; return the seconds until it is taken again."""
-        if number not in self._owned:
-            return 0.0
-        now = self.engine.clock.monotonic()
-        at = self._retake.failed(number, kind, now)
-        self._retry_at[number] = at
-        return at - now
 
     def _still_assigned(self, number: int) -> bool | None:
         """Does the membership group's coordinator (not our own view, which a paused worker
         has not updated yet) assign slot ``number`` to this worker? None when it cannot say
         (unreachable, or a rebalance in progress)."""
         try:
+            assert self._catalog is not None
             member_id = self.membership.memberid()
-            return self.engine.catalog.slot_assigned(
+            return self._catalog.slot_assigned(
                 self.names.membership_group, member_id or "", self.names.slots_topic, number
             )
         except Exception as exc:
@@ -587,11 +791,12 @@ class ExactlyOnce:
             log.warning("flow %s: cannot ask who owns slot %d: %s", self.flow_id, number, exc)
             return None
 
-    def _take(self, number: int) -> bool:
-        """Fence the slot's previous owner, read its committed progress, seek, produce."""
+    def _take(self, number: int) -> None:
+        """Fence the slot's previous owner, read its committed progress into new lanes; answer
+        :class:`Taken` or :class:`TakeFailed` (the lanes start on :class:`ResumeLanes`)."""
         s = self.settings
         taken: list[Slot] = []  # the slot, once it exists: what the producer's errors fail
-        producer = self.engine.kafka.producer(
+        producer = self.ctx.kafka.producer(
             s.target_alias,
             {
                 **slot_producer_config(self.settings, number),
@@ -601,14 +806,11 @@ class ExactlyOnce:
         try:
             producer.init_transactions(s.transaction_timeout_ms / 1000 + 10)
         except KafkaException as exc:
-            log.warning(
-                "flow %s: slot %d: initialising transactions failed: %s (will retry)",
-                self.flow_id,
-                number,
-                exc.args[0].str(),
-            )
+            reason = f"initialising transactions failed: {exc.args[0].str()}"
+            log.warning("flow %s: slot %d: %s (will retry)", self.flow_id, number, reason)
             _discard(producer)
-            return False
+            self._step(number, TakeFailed(reason))
+            return
         slot = Slot(number=number, producer=producer)
         taken.append(slot)
         try:
@@ -616,32 +818,23 @@ class ExactlyOnce:
         except KafkaUnavailableError as err:
             log.warning("flow %s: slot %d: %s (will retry)", self.flow_id, number, err)
             _discard(producer)
-            return False
-        self._slots[number] = slot
-        self._assign(slot, lanes)
+            self._step(number, TakeFailed(str(err)))
+            return
+        slot.lanes = {slot_lane.lane.key: slot_lane for slot_lane in lanes}
         # A transactional id unused for transactional.id.expiration.ms is forgotten by the
         # coordinator, and the progress of idle partitions would expire: the refresh covers both.
-        log.info("flow %s: took slot %d (%d partition(s))", self.flow_id, number, len(lanes))
-        return True
-
-    def _on_client_error(self, taken: list[Slot], err: KafkaError) -> None:
-        """A slot producer's error callback: a fatal error (fenced, or the coordinator aborted
-        the transaction) fails the slot's transaction; the rest is connection trouble."""
-        if not err.fatal():
-            log.warning("flow %s: %s", self.flow_id, err.str())
-            return
-        for slot in taken:
-            slot.fail(f"fatal producer error: {err.str()}", err)
+        self._slots[number] = slot
+        self._step(number, Taken())
 
     def _slot_partitions(self, number: int) -> list[tuple[MirroredTopic, int]]:
         return [
             (mirrored, partition)
-            for mirrored in self.engine.mirrored.values()
+            for mirrored in self.ctx.topics.mirrored.values()
             for partition in range(mirrored.source.partitions)
             if slot_of(mirrored.source.name, partition, self.slot_count) == number
         ]
 
-    def _read_progress(self, slot: Slot, wanted: list[tuple[MirroredTopic, int]]) -> list[Lane]:
+    def _read_progress(self, slot: Slot, wanted: list[tuple[MirroredTopic, int]]) -> list[SlotLane]:
         """Lanes for ``wanted``, each starting at its committed slot progress, else where the
         flow starts."""
         if not wanted:
@@ -664,7 +857,8 @@ class ExactlyOnce:
             )
             if found is not None:
                 progress[(mirrored.source.name, partition)] = found
-        starts = self.engine.start_positions(
+        starts = self.ctx.starts.of(
+            self.consumer,
             [
                 (
                     m.source.name,
@@ -674,21 +868,21 @@ class ExactlyOnce:
                     else None,
                 )
                 for m, p in wanted
-            ]
+            ],
         )
         lanes = []
         for mirrored, partition in wanted:
             key = (mirrored.source.name, partition)
             start = starts[key]
-            lane = self.engine.new_lane(mirrored, partition, start.offset)
-            lane.slot = slot
+            lane = self.ctx.new_lane(mirrored, partition, start.offset)
+            slot_lane = SlotLane(lane, slot)
             if key in progress:
                 slot_progress, next_target = progress[key]
-                lane.next_target = next_target
+                slot_lane.next_target = next_target
                 # A keepalive [s_last, F) claims that nothing between was there to copy: not
                 # so when retention deleted records first, so the next real copy starts anew.
                 lane.last_copy = slot_progress.last_copy if start.resumed else None
-            lanes.append(lane)
+            lanes.append(slot_lane)
         return lanes
 
     def _progress_of(
@@ -715,121 +909,70 @@ class ExactlyOnce:
             return None
         return progress, committed.offset
 
-    def _assign(self, slot: Slot, lanes: list[Lane]) -> None:
-        engine = self.engine
-        for lane in lanes:
-            slot.lanes[lane.key] = lane
-            engine.add_lane(lane)
-        if lanes:
-            engine.consumer.incremental_assign(
-                [
-                    TopicPartition(lane.source.topic, lane.source.partition, lane.committed)
-                    for lane in lanes
-                ]
-            )
-            # A partition paused under the slot's previous lanes stays paused in the consumer
-            # across unassign and assign: start from unpaused, then follow the control.
-            engine.consumer.resume([lane.source for lane in lanes])
-            engine.follow_control(lanes)
-
-    def _unassign(self, slot: Slot) -> None:
-        lanes = list(slot.lanes.values())
-        self.engine.drop_lanes(lanes)
-        if lanes:
-            try:
-                self.engine.consumer.incremental_unassign([lane.source for lane in lanes])
-            except KafkaException as exc:
-                log.warning("unassigning slot %d: %s", slot.number, exc.args[0].str())
-
-    def _release(self, slot: Slot, commit: bool) -> None:
-        """Give a slot up: commit (when it is still ours) or abandon its open transaction."""
-        needs_commit = commit and (slot.in_transaction or slot.failure is not None)
-        if needs_commit and not self._commit(slot):
-            return  # _commit dropped the slot already
-        self._slots.pop(slot.number, None)
-        self._unassign(slot)
-        _discard(slot.producer)  # purges what an abandoned transaction still holds
-
-    def _drop_slot(self, slot: Slot, reason: str, err: KafkaError | None) -> None:
-        """A transaction failed: throw the producer away; the slot is taken again from its last
-        committed progress (nothing of the failed transaction is visible to read_committed)."""
-        slot.fail(reason, err)
-        kind = self._failure_kind(slot, err)
-        self.stats.transactions_failed += 1
-        self.stats.rewinds += 1
-        self._slots.pop(slot.number, None)
-        self._unassign(slot)
-        try:
-            slot.producer.purge()
-            if slot.in_transaction and err is not None and not err.fatal():
-                slot.producer.abort_transaction(5)
-        except (KafkaException, SystemError):
-            pass  # the next owner's initialisation aborts it anyway
-        _discard(slot.producer)
-        delay = self._schedule_retry(slot.number, kind)
-        if kind is SlotFailure.TAKEN_OVER:
-            log.warning(
-                "flow %s: slot %d was taken over by another worker (fenced: %s); not copying it",
-                self.flow_id,
-                slot.number,
-                reason,
-            )
-        elif kind is SlotFailure.TRANSACTION_TIMED_OUT:
-            self.stats.transactions_timed_out += 1
-            log.warning(
-                "flow %s: slot %d: the transaction timed out on the coordinator of %s (open "
-                "%.1fs, transaction.timeout.ms=%d; the target is slow): it was aborted, the slot "
-                "is still ours; taking it again in %.1fs from its last committed progress (%s)",
-                self.flow_id,
-                slot.number,
-                self.settings.target_alias,
-                self.engine.clock.monotonic() - slot.opened_at,
-                self.settings.transaction_timeout_ms,
-                delay,
-                reason,
-            )
-        else:
-            log.warning(
-                "flow %s: slot %d: %s; aborting and continuing from its last committed progress",
-                self.flow_id,
-                slot.number,
-                reason,
-            )
-
-    def _failure_kind(self, slot: Slot, err: KafkaError | None) -> SlotFailure:
-        """Takeover, coordinator timeout or another failure (see :func:`classify_failure`)."""
-        fenced = err is not None and err.code() in _FENCED_CODES
-        timeout_s = self.settings.transaction_timeout_ms / 1000
-        now = self.engine.clock.monotonic()
-        age = now - slot.opened_at if slot.in_transaction else None
-        still_assigned: bool | None = None
-        # Only ask the group when the answer can matter (and never for a slot given up).
-        if fenced and age is not None and age >= timeout_s and slot.number in self._owned:
-            still_assigned = self._still_assigned(slot.number)
-        return classify_failure(
-            fenced=fenced,
-            transaction_age_s=age,
-            transaction_timeout_s=timeout_s,
-            still_assigned=still_assigned,
+    def _assign(self, slot: Slot, slot_lanes: list[SlotLane]) -> None:
+        """Copy ``slot_lanes`` from their start positions: add them to the engine, assign their
+        partitions, resume them and follow the flow's control."""
+        for slot_lane in slot_lanes:
+            slot.lanes[slot_lane.lane.key] = slot_lane
+            self._lanes[slot_lane.lane] = slot_lane
+        if not slot_lanes:
+            return
+        lanes = tuple(slot_lane.lane for slot_lane in slot_lanes)
+        consumer = self.consumer
+        consumer.incremental_assign(
+            [
+                TopicPartition(lane.source.topic, lane.source.partition, lane.committed)
+                for lane in lanes
+            ]
         )
+        # A partition paused under the slot's previous lanes stays paused in the consumer
+        # across unassign and assign: start from unpaused, then follow the control.
+        consumer.resume([lane.source for lane in lanes])
+        self._effects.extend((AddLanes(lanes), FollowControl(lanes)))
+
+    def _release(self, number: int, abort_transaction: bool) -> None:
+        """Let the slot's producer and lanes go; abort its open transaction first when asked
+        (best effort: the next owner's initialisation aborts it anyway)."""
+        slot = self._slots.pop(number, None)
+        if slot is None:
+            return
+        lanes = tuple(slot_lane.lane for slot_lane in slot.lanes.values())
+        for lane in lanes:
+            self._lanes.pop(lane, None)
+        if lanes:
+            self._effects.append(DropLanes(lanes))
+            try:
+                self.consumer.incremental_unassign([lane.source for lane in lanes])
+            except KafkaException as exc:
+                log.warning("unassigning slot %d: %s", number, exc.args[0].str())
+        if abort_transaction:
+            try:
+                slot.producer.purge()
+                slot.producer.abort_transaction(5)
+            except (KafkaException, SystemError):
+                pass  # the next owner's initialisation aborts it anyway
+        _discard(slot.producer)  # purges what an abandoned transaction still holds
 
     # ------------------------------------------------------------------ topics
 
     def topics_changed(self, mirrored: dict[str, MirroredTopic]) -> None:
-        for slot in list(self._slots.values()):
-            wanted = {(m.source.name, p): (m, p) for m, p in self._slot_partitions(slot.number)}
+        for number, slot in sorted(self._slots.items()):
+            if self._slots.get(number) is not slot:
+                continue  # let go while an earlier slot was taken again
+            wanted = {(m.source.name, p): (m, p) for m, p in self._slot_partitions(number)}
             changed = [
                 key
-                for key, lane in slot.lanes.items()
+                for key, slot_lane in slot.lanes.items()
                 if key not in wanted
-                or (lane.progress.source_topic_id, lane.progress.target_topic_id)
+                or (
+                    slot_lane.lane.progress.source_topic_id,
+                    slot_lane.lane.progress.target_topic_id,
+                )
                 != (wanted[key][0].source.topic_id, wanted[key][0].remote.topic_id)
             ]
             if changed:
                 # A topic went away or was recreated: commit what was copied, take it anew.
-                if self._commit(slot):
-                    self._release(slot, commit=False)
-                    self._retry_at[slot.number] = self.engine.clock.monotonic()
+                self._step(number, TakeAgain())
                 continue
             new = [value for key, value in wanted.items() if key not in slot.lanes]
             if new:
@@ -842,7 +985,7 @@ class ExactlyOnce:
                 log.info(
                     "flow %s: slot %d copies %d new partition(s)",
                     self.flow_id,
-                    slot.number,
+                    number,
                     len(lanes),
                 )
 

@@ -1,7 +1,7 @@
 """Replication metrics: what a flow's worker reports per partition, as Prometheus metrics.
 
 A worker (at-least-once or exactly-once) is a :class:`ReplicationReporter`: it names its flow,
-keeps :class:`~drsvc.runtime.replication.lane.WorkerStats`, and answers
+keeps :class:`WorkerStats`, and answers
 :meth:`~ReplicationReporter.partition_reports` with one :class:`PartitionReport` per source
 partition it copies right now. :func:`install_replication_metrics` registers a collector that turns
 those answers into metric families when Prometheus scrapes, in the spirit of MirrorMaker 2's
@@ -21,15 +21,34 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-if TYPE_CHECKING:
-    from drsvc.runtime.replication.lane import WorkerStats
-
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerStats:
+    """Counters a benchmark or status report reads (monotonic, never reset)."""
+
+    records_read: int = 0
+    records_copied: int = 0
+    bytes_copied: int = 0
+    delivery_failures: int = 0
+    rewinds: int = 0
+    syncs_written: int = 0
+    skipped_loops: int = 0
+    records_lost_to_retention: int = 0
+    log_truncations: int = 0
+    stalled_partitions: int = 0
+    keepalive_syncs_written: int = 0
+    transactions_committed: int = 0
+    transactions_failed: int = 0
+    transactions_timed_out: int = 0
+    stale_epoch_records: int = 0
+
 
 #: Seconds per latency window: MirrorMaker 2 keeps two samples of 30 s (metrics.sample.window.ms).
 LATENCY_WINDOW_S = 30.0

@@ -10,13 +10,15 @@ the lost write and every later one stop moving it, and syncs are rebuilt from th
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import partial
 
 from drsvc.kafka.clock import Clock
 from drsvc.kafka.types import KafkaError, Message, Producer
 from drsvc.runtime.replication.boundary import SyncLog
-from drsvc.runtime.replication.lane import Lane, WorkerStats
+from drsvc.runtime.replication.lane import Lane
+from drsvc.runtime.replication.metrics import WorkerStats
 from drsvc.runtime.replication.settings import WorkerSettings
 from failover import offset_syncs
 from failover.copy_progress import FinishedRun, standalone_syncs
@@ -28,6 +30,31 @@ from failover.partition_state import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncTickets:
+    """The sync writes of one lane, each by its ticket (write order)."""
+
+    next_ticket: int = 0
+    #: syncs written and not yet acknowledged, in write order: ticket -> (run end or -1, the
+    #: run's source leader epoch, the sync; None once it is known not to be on the target)
+    unacked: dict[int, tuple[int, int, offset_syncs.OffsetSync | None]] = field(
+        default_factory=dict
+    )
+    acked: set[int] = field(default_factory=set)
+    #: tickets of syncs that were not written
+    lost: set[int] = field(default_factory=set)
+    #: tickets of rebuilt syncs not yet acknowledged (the lost ones wait for them)
+    rebuild: set[int] = field(default_factory=set)
+    #: only syncs from this ticket on may set the lane's last copy: those written before a
+    #: restart of the lane describe records before a gap (retention) or another topic
+    copy_from: int = 0
+
+    @property
+    def unacknowledged(self) -> bool:
+        """Are syncs of the lane unacknowledged, lost or being rebuilt?"""
+        return bool(self.unacked or self.lost or self.rebuild)
 
 
 class SyncWriter:
@@ -49,19 +76,43 @@ class SyncWriter:
         self.clock = clock
         #: what the lane's state machine hears of the writes (lost, persisted, replaced)
         self.on_event = on_event
+        self._tickets: dict[Lane, SyncTickets] = {}
+
+    def tickets(self, lane: Lane) -> SyncTickets:
+        """The sync writes of ``lane`` (none yet: a new record)."""
+        tickets = self._tickets.get(lane)
+        if tickets is None:
+            tickets = self._tickets[lane] = SyncTickets()
+        return tickets
+
+    def unacknowledged(self, lane: Lane) -> bool:
+        tickets = self._tickets.get(lane)
+        return tickets is not None and tickets.unacknowledged
+
+    def restarted(self, lane: Lane) -> None:
+        """``lane`` copies a new stretch or a new topic: acknowledgements still due for syncs
+        written before no longer set its last copy."""
+        tickets = self.tickets(lane)
+        tickets.copy_from = tickets.next_ticket
+
+    def forget(self, lanes: Iterable[Lane]) -> None:
+        """``lanes`` are no longer copied: late acknowledgements of their syncs change nothing."""
+        for lane in lanes:
+            self._tickets.pop(lane, None)
 
     def write(self, lane: Lane, finished: FinishedRun) -> list[int]:
         """Write the syncs of a finished run; progress moves once they are acknowledged.
         Returns the tickets of the writes."""
         producer = self.producer
+        record = self.tickets(lane)
         tickets: list[int] = []
         for index, sync in enumerate(finished.syncs):
             key, value = offset_syncs.encode_sync(sync)
             # Only the last sync of a run moves progress; earlier ones carry -1.
             end = finished.end if index == len(finished.syncs) - 1 else -1
-            ticket = lane.next_sync_ticket
-            lane.next_sync_ticket += 1
-            lane.unacked_syncs[ticket] = (end, sync.leader_epoch, sync)
+            ticket = record.next_ticket
+            record.next_ticket += 1
+            record.unacked[ticket] = (end, sync.leader_epoch, sync)
             tickets.append(ticket)
             while True:
                 try:
@@ -78,6 +129,9 @@ class SyncWriter:
         return tickets
 
     def _on_delivery(self, lane: Lane, ticket: int, err: KafkaError | None, _msg: Message) -> None:
+        record = self._tickets.get(lane)
+        if record is None:
+            return  # the lane is no longer copied here
         if err is not None:
             # Those copies' mapping is not on the target. The ticket stays unacknowledged, so
             # progress cannot move past it, until the syncs of everything from the position
@@ -91,40 +145,42 @@ class SyncWriter:
             )
             reason = f"offset sync not written: {err.str()}"
             commit_position = lane.progress.commit_position
-            lane.lost_syncs.add(ticket)
+            record.lost.add(ticket)
             lane.progress.syncs_lost(reason)
             self.on_event(lane, SyncsLost(commit_position, reason))
             return
         self.stats.syncs_written += 1
-        lane.acked_syncs.add(ticket)
-        if ticket in lane.rebuild_tickets:
-            lane.rebuild_tickets.discard(ticket)
-            if not lane.rebuild_tickets:
-                self._lost_syncs_replaced(lane)
+        record.acked.add(ticket)
+        if ticket in record.rebuild:
+            record.rebuild.discard(ticket)
+            if not record.rebuild:
+                self._lost_syncs_replaced(record)
                 self.on_event(lane, RebuiltSyncsAcknowledged())
         self.advance(lane)
 
-    def _lost_syncs_replaced(self, lane: Lane) -> None:
+    @staticmethod
+    def _lost_syncs_replaced(record: SyncTickets) -> None:
         """The rebuilt syncs are on the target: the lost writes stop blocking the queue of
         writes (they move no progress any more; the re-copy's syncs do)."""
-        for ticket in lane.lost_syncs:
+        for ticket in record.lost:
             # Not on the target: their copies are no last copy a keepalive could repeat.
-            end, epoch, _sync = lane.unacked_syncs[ticket]
-            lane.unacked_syncs[ticket] = (end, epoch, None)
-        lane.acked_syncs |= lane.lost_syncs
-        lane.lost_syncs = set()
+            end, epoch, _sync = record.unacked[ticket]
+            record.unacked[ticket] = (end, epoch, None)
+        record.acked |= record.lost
+        record.lost = set()
 
     def advance(self, lane: Lane) -> None:
         """Move progress over the syncs acknowledged in write order (acks can come out of order
         when some fail), and the last copy they map along with it (what keepalives repeat)."""
+        record = self.tickets(lane)
         written: list[offset_syncs.OffsetSync] = []
-        while lane.unacked_syncs:
-            first = next(iter(lane.unacked_syncs))
-            if first not in lane.acked_syncs:
+        while record.unacked:
+            first = next(iter(record.unacked))
+            if first not in record.acked:
                 break
-            end, epoch, sync = lane.unacked_syncs.pop(first)
-            lane.acked_syncs.discard(first)
-            if sync is not None and first >= lane.copy_tickets_from:
+            end, epoch, sync = record.unacked.pop(first)
+            record.acked.discard(first)
+            if sync is not None and first >= record.copy_from:
                 written.append(sync)
             if end >= 0:
                 lane.progress.persisted(end, epoch)
@@ -145,15 +201,16 @@ class SyncWriter:
         ``repair_from`` is the position persisted when the first of the lost writes failed.
         Returns whether rebuilt syncs wait for their acknowledgement.
         """
-        first_lost = min(lane.lost_syncs, default=lane.next_sync_ticket)
-        for ticket, (_end, epoch, sync) in list(lane.unacked_syncs.items()):
+        record = self.tickets(lane)
+        first_lost = min(record.lost, default=record.next_ticket)
+        for ticket, (_end, epoch, sync) in list(record.unacked.items()):
             if ticket >= first_lost:
-                lane.unacked_syncs[ticket] = (-1, epoch, sync)
-        lane.rebuild_tickets = set(self.rebuild(lane, repair_from, timeout_s=timeout_s))
-        if not lane.rebuild_tickets:
-            self._lost_syncs_replaced(lane)
+                record.unacked[ticket] = (-1, epoch, sync)
+        record.rebuild = set(self.rebuild(lane, repair_from, timeout_s=timeout_s))
+        if not record.rebuild:
+            self._lost_syncs_replaced(record)
         self.advance(lane)
-        return bool(lane.rebuild_tickets)
+        return bool(record.rebuild)
 
     def rebuild(
         self,

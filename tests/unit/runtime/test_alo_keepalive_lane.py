@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from drsvc.runtime.replication.lane import Lane, WorkerStats
+from drsvc.runtime.replication.lane import Lane
+from drsvc.runtime.replication.metrics import WorkerStats
 from drsvc.runtime.replication.settings import WorkerSettings, worker_settings
-from drsvc.runtime.replication.sync_writer import SyncWriter
+from drsvc.runtime.replication.sync_writer import SyncTickets, SyncWriter
 from drsvc.topology import load_topology_text
 from failover import offset_syncs
 from failover.copy_progress import FinishedRun, PartitionProgress
@@ -123,6 +124,11 @@ def writer() -> tuple[SyncWriter, FakeProducer]:
     )
 
 
+def keepalive(syncs: SyncWriter, lane: Lane, now_ms: int) -> OffsetSync | None:
+    """The lane's keepalive as the at-least-once mode asks for it (its syncs' tickets known)."""
+    return lane.keepalive(POLICY, now_ms, unacknowledged=syncs.unacknowledged(lane))
+
+
 def decoded(producer: FakeProducer, index: int) -> OffsetSync:
     return offset_syncs.decode_value("orders", 1, producer.produced[index][0])
 
@@ -140,7 +146,7 @@ def test_the_last_acknowledged_copy_is_repeated_once_the_interval_has_passed(
     lane = new_lane(start=100)
     for finished in copy(lane, [(100, 500), (101, 501), (103, 502)], end=105):
         syncs.write(lane, finished)
-    assert lane.keepalive(POLICY, 10**12) is None  # not acknowledged yet
+    assert keepalive(syncs, lane, 10**12) is None  # not acknowledged yet
     producer.deliver(0)
     assert lane.progress.commit_position == 105
     assert lane.last_copy == LastCopy(103, 502, 3)
@@ -154,7 +160,7 @@ def test_the_last_acknowledged_copy_is_repeated_once_the_interval_has_passed(
     CLOCK.now = 60.0
     syncs.write_keepalive(lane, sync)
     assert syncs.stats.keepalive_syncs_written == 1
-    assert lane.keepalive(POLICY, 10**12) is None  # one at a time
+    assert keepalive(syncs, lane, 10**12) is None  # one at a time
     producer.deliver(1)
     assert decoded(producer, 1) == sync
     assert lane.progress.commit_position == 105
@@ -192,7 +198,7 @@ def test_acknowledgements_count_in_write_order(writer: tuple[SyncWriter, FakePro
         syncs.write(lane, finished)
     producer.deliver(1)  # the later one first: nothing moves until the earlier one is in
     assert lane.last_copy is None
-    assert lane.keepalive(POLICY, 10**12) is None
+    assert keepalive(syncs, lane, 10**12) is None
     producer.deliver(0)
     assert lane.last_copy == LastCopy(1, 11, 3)
     assert lane.progress.commit_position == 2
@@ -209,7 +215,7 @@ def test_a_lost_sync_blocks_keepalives_and_never_becomes_the_last_copy(
     for finished in copy(lane, [(1, 11)], end=2):
         syncs.write(lane, finished)
     producer.deliver(1, KafkaError(KafkaError._MSG_TIMED_OUT))
-    assert lane.sync_state() is None
+    assert lane.sync_state(unacknowledged=syncs.unacknowledged(lane)) is None
     events = syncs.on_event
     assert isinstance(events, Events)
     assert [e for _lane, e in events if isinstance(e, SyncsLost)] == [
@@ -218,7 +224,8 @@ def test_a_lost_sync_blocks_keepalives_and_never_becomes_the_last_copy(
     # The repair finds nothing to rebuild; the lost sync's ticket is settled without it.
     monkeypatch.setattr(SyncWriter, "rebuild", lambda *_args, **_kwargs: [])
     assert syncs.repair(lane, 1, timeout_s=1.0) is False  # nothing waits for acknowledgements
-    assert not lane.unacked_syncs and not lane.lost_syncs
+    tickets = syncs.tickets(lane)
+    assert not tickets.unacked and not tickets.lost and not syncs.unacknowledged(lane)
     assert lane.last_copy == LastCopy(0, 10, 3)
     assert lane.sync_state() is None  # the failure still waits for its rewind
     lane.progress.rewind()
@@ -243,12 +250,13 @@ def test_what_holds_keepalives_back(block: str, blocked: bool) -> None:
     lane = new_lane(start=10)
     lane.last_copy = LastCopy(5, 50, 1)
     lane.copy_synced_at_ms = 0
+    tickets = SyncTickets()
     if block == "unacked":
-        lane.unacked_syncs[0] = (-1, 1, None)
+        tickets.unacked[0] = (-1, 1, None)
     elif block == "needs_repair":
         lane.state = PartitionState(repair=SyncRepair(10, RepairStage.NEEDED))
     elif block == "rebuild":
-        lane.rebuild_tickets.add(3)
+        tickets.rebuild.add(3)
     elif block == "reset":
         lane.state = PartitionState(restart=PendingRestart(20))
     elif block == "recreated":
@@ -260,7 +268,8 @@ def test_what_holds_keepalives_back(block: str, blocked: bool) -> None:
         lane.state = PartitionState(hold=Held(123.0), resume_from=10)
     elif block.startswith("operator_pause"):
         lane.state = PartitionState(hold=OperatorPaused(), resume_from=10)
-    assert (lane.keepalive(POLICY, 10**12) is None) is blocked
+    unacknowledged = tickets.unacknowledged
+    assert (lane.keepalive(POLICY, 10**12, unacknowledged=unacknowledged) is None) is blocked
 
 
 def test_a_restarted_lane_forgets_its_last_copy_and_the_acks_still_due(
@@ -270,17 +279,16 @@ def test_a_restarted_lane_forgets_its_last_copy_and_the_acks_still_due(
     keepalive from the copy before the gap would claim the deleted records were never there."""
     syncs, producer = writer
     lane = new_lane()
-    lane.learn_last_copy = True
     for finished in copy(lane, [(0, 0), (1, 1)], end=2):
         syncs.write(lane, finished)
     lane.restarted()
+    syncs.restarted(lane)
     lane.progress = PartitionProgress(
         lane.progress.tp, source_topic_id=SOURCE_ID, target_topic_id=TARGET_ID, start=50
     )
     producer.deliver(0)  # the sync written before the restart is acknowledged after it
     assert lane.last_copy is None
-    assert not lane.learn_last_copy
-    assert lane.keepalive(POLICY, 10**12) is None
+    assert keepalive(syncs, lane, 10**12) is None
     for finished in copy(lane, [(50, 2)], end=51):
         syncs.write(lane, finished)
     producer.deliver(1)

@@ -32,6 +32,7 @@ from failover.epoch_header import EPOCH_HEADER, encode_epoch
 from failover.handover import decode_synced_to
 from failover.offset_syncs import TopicPartition as SyncPartition
 from failover.partition_state import phase
+from failover.slot_state import copies as copies_state
 from failover.slots import SlotProgress
 from failover.stale_epochs import EpochWatch, StaleEntry
 
@@ -784,3 +785,52 @@ def test_every_client_of_the_worker_comes_from_the_factory_by_cluster_alias(deli
     for client in [*kafka.consumers, *kafka.producers]:
         resolved = settings.source_client if client.cluster is flow.east else settings.target_client
         assert {k: client.config[k] for k in resolved} == dict(resolved)
+
+
+# ---------------------------------------------------------------------------------- the seam
+
+
+@pytest.mark.parametrize("delivery", MODES)
+def test_a_delivery_mode_holds_no_reference_to_its_engine(delivery: str) -> None:
+    """The seam runs one way: the mode is handed what it needs, never the engine (it says what
+    it wants of the engine with effects)."""
+    flow = new_flow(delivery)
+    produce(flow, 10)
+    flow.run((both(caught_up(flow), progress_at_end(flow)), None))
+    mode = flow.engine.delivery
+    held = [*vars(mode).values(), *vars(mode.ctx).values()]  # type: ignore[union-attr]
+    assert all(value is not flow.engine for value in held)
+
+
+def test_a_late_report_of_a_slot_taken_again_never_fails_the_new_taking() -> None:
+    """A delivery report of the producer a slot had before it was taken again (librdkafka serves
+    reports late) belongs to the earlier taking: the slot copying now is not failed by it."""
+    flow = new_flow("exactly-once")
+    produce(flow, 50)
+    mode = flow.engine.delivery
+    assert isinstance(mode, ExactlyOnce)
+    seen: dict[str, Any] = {}
+
+    def take_again() -> None:
+        number = min(mode.owned_slots)
+        first = mode._slots[number]  # noqa: SLF001 (the wiring under test)
+        seen["number"], seen["lane"] = number, next(iter(first.lanes.values())).lane
+        flow.engine.delivery.skip_below([(seen["lane"], seen["lane"].progress.next_offset)])
+
+    def late_report() -> None:
+        failed = flow.engine.stats.transactions_failed
+        report = KafkaError(KafkaError._MSG_TIMED_OUT)
+        mode.on_delivery(seen["lane"], 0, report, None)  # type: ignore[arg-type]
+        mode.refused(seen["lane"], 0, 0, report)
+        seen["failed"] = (failed, flow.engine.stats.transactions_failed)
+        seen["state"] = mode._states[seen["number"]]  # noqa: SLF001
+
+    flow.run(
+        (lambda: bool(mode.owned_slots) and flow.engine.stats.records_copied >= 10, take_again),
+        (lambda: seen["number"] in mode.owned_slots, late_report),
+        (both(caught_up(flow), progress_at_end(flow)), None),
+    )
+    assert seen["failed"][0] == seen["failed"][1]
+    assert copies_state(seen["state"])
+    for partition in range(2):
+        assert flow.copied(partition) == flow.source_values(partition)

@@ -13,11 +13,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from drsvc.runtime.replication.lane import WorkerStats
 from drsvc.runtime.replication.metrics import (
     LatencyWindow,
     PartitionCounters,
     PartitionReport,
+    WorkerStats,
     install_replication_metrics,
     remove_replication_metrics,
 )
