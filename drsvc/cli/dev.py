@@ -70,6 +70,15 @@ def build_app() -> typer.Typer:
                 "environment is created.",
             ),
         ] = False,
+        secure: Annotated[
+            bool,
+            typer.Option(
+                "--secure",
+                help="Secure every cluster: SASL_SSL (SCRAM-SHA-512) and mutual-TLS listeners "
+                "only, ACLs that allow nothing by default, a certificate and a password per "
+                "principal under the state directory. Chosen when the environment is created.",
+            ),
+        ] = False,
         state_dir: StateDirOption = None,
     ) -> None:
         """Start a KRaft cluster per alias and Consul; idempotent."""
@@ -82,6 +91,7 @@ def build_app() -> typer.Typer:
             progress=progress,
             consul_layout=cast("ConsulLayout | None", consul_layout),
             links=True if links else None,
+            secure=True if secure else None,
         )
         if as_json:
             typer.echo(json.dumps(info.to_json_dict()))

@@ -21,6 +21,7 @@ from drsvc.adapters.consul_client import ConsulClient
 from drsvc.components import Components, load_components
 from drsvc.dev_endpoints import LOCAL_HOST, LocalEndpoints, bootstrap_list, unknown_cluster
 from drsvc.devenv import consul_agent, kafka_node, toxiproxy
+from drsvc.devenv import secure as secure_env
 from drsvc.devenv.link_plan import check_sites, plan_listeners, ports_needed, proxy_name
 from drsvc.devenv.links import SiteLinks
 from drsvc.devenv.processes import is_alive, stop_all
@@ -43,7 +44,8 @@ from drsvc.errors import (
     NotInstalledError,
     ProcessStartError,
 )
-from drsvc.kafka.admin import wait_for_brokers
+from drsvc.kafka.admin import admin_client, wait_for_brokers
+from drsvc.kafka.credentials import upsert_scram_users
 from drsvc.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.settings import Settings
 
@@ -264,6 +266,7 @@ class LocalEnvironment:
         consul_layout: ConsulLayout | None = None,
         consul_only: bool = False,
         links: bool | None = None,
+        secure: bool | None = None,
     ) -> EnvironmentInfo:
         """Start (or keep running) a cluster per alias and the Consul agent(s); wait until ready.
 
@@ -287,6 +290,10 @@ class LocalEnvironment:
         site's processes the addresses that go through them. Chosen when the environment is
         created, like the Consul layout; ``None`` keeps what it was created with. Without links
         nothing of this exists (no proxy runs, brokers have their one listener).
+
+        ``secure=True`` creates a secured environment (:mod:`drsvc.devenv.secure`): SASL_SSL and
+        mutual-TLS listeners only, ACLs with nothing allowed by default, a certificate and a
+        SCRAM password per principal. Chosen when the environment is created, like links.
         """
         if brokers is not None and brokers not in (1, 3):
             raise ConfigError(f"--brokers must be 1 or 3 (got {brokers})")
@@ -298,6 +305,7 @@ class LocalEnvironment:
             layout = consul_layout or self.settings.consul_layout
             _choose_layout(state, layout, aliases, explicit=consul_layout)
             self._choose_links(state, links, aliases, brokers)
+            self._choose_secure(state, secure)
             components = self._components(needs_java=not consul_only)
             self._start_consul(state, components, progress)
             if state.links is not None:
@@ -360,6 +368,21 @@ class LocalEnvironment:
             api_port=ports[0],
             listeners=plan_listeners(node_ids, ports[1:]),
         )
+        self.store.save(state)
+
+    def _choose_secure(self, state: EnvState, wanted: bool | None) -> None:
+        """Secure a new environment if asked; refuse a change of an existing one's."""
+        created = bool(state.sites) or state.consul is not None or bool(state.consul_servers)
+        if wanted is None or wanted == state.secure:
+            return
+        if created:
+            have = "secured" if state.secure else "not secured"
+            raise ConfigError(
+                f"the local environment in its state directory was brought up {have}; run "
+                "'drsvc dev down --purge' to start over "
+                + ("without --secure" if state.secure else "with --secure")
+            )
+        state.secure = wanted
         self.store.save(state)
 
     def _start_links(
@@ -502,10 +525,15 @@ class LocalEnvironment:
         site = state.sites.get(alias)
         if site is None:
             count = brokers or 1
-            ports = allocate_ports(LOCAL_HOST, 2 * count)
+            # A secured node has a third port: its mutual-TLS listener.
+            per_node = 3 if state.secure else 2
+            ports = allocate_ports(LOCAL_HOST, per_node * count)
             nodes = [
                 BrokerNode(
-                    node_id=i + 1, broker_port=ports[2 * i], controller_port=ports[2 * i + 1]
+                    node_id=i + 1,
+                    broker_port=ports[per_node * i],
+                    controller_port=ports[per_node * i + 1],
+                    mtls_port=ports[per_node * i + 2] if state.secure else None,
                 )
                 for i in range(count)
             ]
@@ -515,6 +543,7 @@ class LocalEnvironment:
                 cluster_id=new_cluster_id(),
                 nodes=nodes,
                 broker_overrides=overrides,
+                secure=state.secure,
             )
             state.sites[alias] = site
             self.store.save(state)
@@ -531,6 +560,8 @@ class LocalEnvironment:
         for node in to_start:
             ensure_free(site.host, node.broker_port, f"Kafka {alias} node {node.node_id}")
             ensure_free(site.host, node.controller_port, f"Kafka {alias} controller {node.node_id}")
+            if node.mtls_port is not None:
+                ensure_free(site.host, node.mtls_port, f"Kafka {alias} node {node.node_id} TLS")
             for link in _link_listeners(state, alias, node.node_id):
                 ensure_free(
                     site.host,
@@ -546,6 +577,11 @@ class LocalEnvironment:
             for n in site.nodes
         }
         pending = _StartingSite(site=site, nodes=to_start, log_offsets=log_offsets)
+        secured = (
+            secure_env.broker_properties(secure_env.prepare(self.state_dir))
+            if site.secure
+            else None
+        )
         try:
             for node in to_start:
                 kafka_node.prepare(
@@ -555,6 +591,7 @@ class LocalEnvironment:
                     self.settings.java,
                     components.kafka,
                     _link_listeners(state, alias, node.node_id),
+                    secured,
                 )
                 node.process = kafka_node.start(
                     self.state_dir,
@@ -607,12 +644,76 @@ class LocalEnvironment:
                     )
                 time.sleep(0.2)
         remaining = max(1.0, deadline - time.monotonic())
+        bootstrap, settings = self._admin_access(site)
         try:
-            wait_for_brokers(site.bootstrap_servers, len(site.nodes), timeout_s=remaining)
+            wait_for_brokers(bootstrap, len(site.nodes), timeout_s=remaining, extra=settings)
+            if site.secure:
+                self._set_scram_users(site)
         except KafkaUnavailableError as err:
             log = kafka_node.server_log(self.state_dir, site, site.nodes[0])
             raise ProcessStartError(f"Kafka {site.alias}", str(err), log) from err
         progress(f"kafka {site.alias}: ready at {site.bootstrap_servers}")
+
+    def _admin_access(self, site: KafkaSite) -> tuple[str, dict[str, str]]:
+        """Where and how the environment administers ``site``: the plaintext listener, or a
+        secured site's mutual-TLS listener as its administrator."""
+        mtls = site.mtls_bootstrap_servers
+        if mtls is None:
+            return site.bootstrap_servers, {}
+        return mtls, secure_env.mtls_settings(secure_env.secure_files(self.state_dir))
+
+    def _set_scram_users(self, site: KafkaSite) -> None:
+        """Give every principal of the environment its SCRAM password on ``site`` (again at
+        each start: a rewritten password file is a rotation)."""
+        files = secure_env.secure_files(self.state_dir)
+        bootstrap, settings = self._admin_access(site)
+        passwords = {p: files.password(p) for p in secure_env.principals(files)}
+        upsert_scram_users(
+            admin_client(bootstrap, settings),
+            passwords,
+            mechanism=secure_env.SCRAM_MECHANISM,
+            cluster=site.alias,
+        )
+
+    def admin_settings(self, alias: str) -> tuple[str, dict[str, str]]:
+        """The bootstrap servers and client settings that administer cluster ``alias`` (a
+        super user on a secured site): for tests and tools that create topics or ACLs."""
+        state = self.store.load()
+        self._check_cluster(state, alias)
+        return self._admin_access(state.sites[alias])
+
+    def client_settings(self, principal: str) -> dict[str, str]:
+        """librdkafka security settings of ``principal`` on a secured environment's clients'
+        listener (empty on an environment that is not secured)."""
+        state = self.store.load()
+        if not state.secure:
+            return {}
+        return secure_env.sasl_settings(secure_env.secure_files(self.state_dir), principal)
+
+    def topology_security(self, principal: str) -> dict[str, object] | None:
+        """A topology cluster's ``security`` block for ``principal`` (None: not secured)."""
+        state = self.store.load()
+        if not state.secure:
+            return None
+        return secure_env.topology_security(secure_env.secure_files(self.state_dir), principal)
+
+    def add_principal(self, principal: str) -> None:
+        """A certificate and a SCRAM password for ``principal`` (an application's, say), set on
+        every running secured site."""
+        state = self.store.load()
+        if not state.secure:
+            raise LocalEnvError(
+                f"the local environment in {self.state_dir} is not secured: it has no principals"
+            )
+        files = secure_env.prepare(self.state_dir, [principal])
+        for site in state.sites.values():
+            bootstrap, settings = self._admin_access(site)
+            upsert_scram_users(
+                admin_client(bootstrap, settings),
+                {principal: files.password(principal)},
+                mechanism=secure_env.SCRAM_MECHANISM,
+                cluster=site.alias,
+            )
 
     def _register_services(
         self, state: EnvState, aliases: Sequence[str], progress: Progress

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from drsvc.components import KafkaInstall
+from drsvc.devenv import secure
 from drsvc.devenv.link_plan import listener_name
 from drsvc.devenv.processes import ProcessHandle, spawn
 from drsvc.devenv.state import BrokerNode, KafkaSite, LinkListener
@@ -53,6 +54,10 @@ RESERVED_PROPERTIES = frozenset(
         "inter.broker.listener.name",
         "listener.security.protocol.map",
         "log.dirs",
+        # a secured site's authorization is the environment's to set
+        "authorizer.class.name",
+        "allow.everyone.if.no.acl.found",
+        "super.users",
     }
 )
 _PROPERTY_NAME = re.compile(r"^[a-z][a-z0-9]*([._-][a-z0-9]+)*$")
@@ -95,23 +100,37 @@ def server_properties(
     node: BrokerNode,
     data_dir: Path,
     link_listeners: Sequence[LinkListener] = (),
+    secured: Mapping[str, str] | None = None,
 ) -> str:
     """Render server.properties for ``node`` of ``site``, with the site's broker overrides.
 
     ``link_listeners`` (an environment with links) add a listener per other site, advertised at
-    the address of the proxy that site's clients go through."""
+    the address of the proxy that site's clients go through. ``secured``: the TLS, SASL and
+    authorization settings of a secured site (:func:`drsvc.devenv.secure.broker_properties`),
+    whose listeners are then SASL_SSL for clients and mutual TLS between brokers and for the
+    controllers: no plaintext listener is left."""
+    if site.secure and (secured is None or node.mtls_port is None):
+        raise ConfigError(f"cluster {site.alias!r} is secured but has no TLS settings or port")
     host = site.host
     voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in site.nodes)
     replicas = min(3, len(site.nodes))
     min_isr = 2 if replicas >= 3 else 1
-    listeners = [f"PLAINTEXT://{host}:{node.broker_port}"]
-    advertised = [f"PLAINTEXT://{host}:{node.broker_port}"]
-    protocols = ["PLAINTEXT:PLAINTEXT"]
+    client = "SASL_SSL" if site.secure else "PLAINTEXT"
+    listeners = [f"{client}://{host}:{node.broker_port}"]
+    advertised = [f"{client}://{host}:{node.broker_port}"]
+    protocols = [f"{client}:{client}"]
+    if site.secure:
+        listeners.append(f"SSL://{host}:{node.mtls_port}")
+        advertised.append(f"SSL://{host}:{node.mtls_port}")
+        protocols.append("SSL:SSL")
+    per_listener: dict[str, str] = {}
     for link in link_listeners:
         name = listener_name(link.client_site)
         listeners.append(f"{name}://{host}:{link.listener_port}")
         advertised.append(f"{name}://{host}:{link.proxy_port}")
-        protocols.append(f"{name}:PLAINTEXT")
+        protocols.append(f"{name}:{client}")
+        if site.secure:
+            per_listener.update(secure.listener_login(name))
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
@@ -119,8 +138,10 @@ def server_properties(
         "listeners": ",".join([*listeners, f"CONTROLLER://{host}:{node.controller_port}"]),
         "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": ",".join([*protocols, "CONTROLLER:PLAINTEXT"]),
+        "inter.broker.listener.name": "SSL" if site.secure else "PLAINTEXT",
+        "listener.security.protocol.map": ",".join(
+            [*protocols, f"CONTROLLER:{'SSL' if site.secure else 'PLAINTEXT'}"]
+        ),
         "log.dirs": str(data_dir),
         "num.network.threads": "2",
         "num.io.threads": "2",
@@ -144,6 +165,9 @@ def server_properties(
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
     }
+    if secured is not None:
+        props.update(secured)
+        props.update(per_listener)
     # The site's overrides come last: a test cluster may, say, expire group offsets in a minute.
     props.update(site.broker_overrides)
     return "".join(f"{key}={value}\n" for key, value in props.items())
@@ -174,6 +198,7 @@ def prepare(
     java: str,
     kafka: KafkaInstall,
     link_listeners: Sequence[LinkListener] = (),
+    secured: Mapping[str, str] | None = None,
 ) -> Path:
     """Write the node's config and format its storage once; return the properties file."""
     base = node_dir(state_dir, site, node)
@@ -181,7 +206,7 @@ def prepare(
     log_dir = base / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     props_file = base / "server.properties"
-    props_file.write_text(server_properties(site, node, data_dir, link_listeners))
+    props_file.write_text(server_properties(site, node, data_dir, link_listeners, secured))
     log4j_file = base / "log4j2.yaml"
     log4j_file.write_text(LOG4J2_TEMPLATE.format(log_dir=log_dir))
     if not (data_dir / "meta.properties").exists():

@@ -56,6 +56,8 @@ class BrokerNode(BaseModel):
     node_id: int
     broker_port: int
     controller_port: int
+    #: the mutual-TLS listener of a secured site (brokers and administration); None: not secured
+    mtls_port: int | None = None
     process: ProcessHandle | None = None
 
 
@@ -70,10 +72,19 @@ class KafkaSite(BaseModel):
     #: broker properties that replace the environment's defaults (static broker settings such
     #: as ``offsets.retention.minutes``, which only a restart changes); kept so restarts keep them
     broker_overrides: dict[str, str] = Field(default_factory=dict)
+    #: TLS, SASL and ACLs on every listener (``drsvc dev up --secure``; see drsvc.devenv.secure)
+    secure: bool = False
 
     @property
     def bootstrap_servers(self) -> str:
+        """The clients' listener (SASL_SSL on a secured site)."""
         return bootstrap_list(self.host, (n.broker_port for n in self.nodes))
+
+    @property
+    def mtls_bootstrap_servers(self) -> str | None:
+        """The mutual-TLS listener of a secured site (None otherwise)."""
+        ports = [n.mtls_port for n in self.nodes if n.mtls_port is not None]
+        return bootstrap_list(self.host, ports) if self.secure and ports else None
 
 
 class ConsulAgentState(BaseModel):
@@ -155,6 +166,8 @@ class EnvState(StateDocument):
     consul_servers: list[ConsulAgentState] = Field(default_factory=list)
     #: the links between sites (``drsvc dev up --links``); None: sites share loopback directly
     links: LinksState | None = None
+    #: every site secured (``drsvc dev up --secure``), chosen when the environment is created
+    secure: bool = False
 
     def consul_agents(self) -> list[ConsulAgentState]:
         """Every Consul agent of the environment, whatever the layout."""

@@ -61,10 +61,15 @@ def broker_ids(admin: AdminClient, timeout_s: float = 2.0) -> set[int]:
 
 
 def wait_for_brokers(
-    bootstrap_servers: str, expected: int, timeout_s: float, poll_s: float = 0.5
+    bootstrap_servers: str,
+    expected: int,
+    timeout_s: float,
+    poll_s: float = 0.5,
+    extra: Mapping[str, str] | None = None,
 ) -> set[int]:
-    """Block until ``expected`` brokers are listed in the metadata, or raise after ``timeout_s``."""
-    admin = admin_client(bootstrap_servers)
+    """Block until ``expected`` brokers are listed in the metadata, or raise after ``timeout_s``.
+    ``extra``: client settings for a secured listener."""
+    admin = admin_client(bootstrap_servers, extra)
     deadline = time.monotonic() + timeout_s
     seen: set[int] = set()
     while True:

@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from drsvc.devenv import kafka_node
+from drsvc.devenv import kafka_node, secure
 from drsvc.devenv.components import KafkaInstall
 from drsvc.devenv.kafka_node import last_error_line, server_properties
 from drsvc.devenv.state import BrokerNode, KafkaSite
+from drsvc.errors import ConfigError
 
 
 def site_of(count: int) -> KafkaSite:
@@ -80,3 +81,38 @@ def test_a_cluster_id_starting_with_a_dash_is_passed_as_one_argument(
         tmp_path, site, site.nodes[0], "java", KafkaInstall(version="4", libs=tmp_path)
     )
     assert "--cluster-id=-starts-with-dash" in calls[0]
+
+
+def test_a_secured_site_has_no_plaintext_listener_and_authorizes_every_request(
+    tmp_path: Path,
+) -> None:
+    files = secure.prepare(tmp_path)
+    nodes = [BrokerNode(node_id=1, broker_port=9001, controller_port=9002, mtls_port=9003)]
+    site = KafkaSite(alias="east", cluster_id="c", nodes=nodes, secure=True)
+    props = parse(
+        server_properties(site, nodes[0], tmp_path, secured=secure.broker_properties(files))
+    )
+    assert "PLAINTEXT" not in props["listeners"] + props["listener.security.protocol.map"]
+    assert props["listeners"] == (
+        "SASL_SSL://127.0.0.1:9001,SSL://127.0.0.1:9003,CONTROLLER://127.0.0.1:9002"
+    )
+    assert props["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SSL"
+    assert props["inter.broker.listener.name"] == "SSL"
+    assert props["listener.name.ssl.ssl.client.auth"] == "required"
+    assert props["listener.name.controller.ssl.client.auth"] == "required"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert props["super.users"] == "User:broker;User:drsvc-admin"
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["ssl.keystore.location"] == str(files.certificate("broker").bundle)
+
+
+def test_a_secured_site_without_its_settings_is_refused(tmp_path: Path) -> None:
+    nodes = [BrokerNode(node_id=1, broker_port=9001, controller_port=9002, mtls_port=9003)]
+    site = KafkaSite(alias="east", cluster_id="c", nodes=nodes, secure=True)
+    with pytest.raises(ConfigError, match="secured"):
+        server_properties(site, nodes[0], tmp_path)
+
+
+def test_the_authorization_of_a_secured_site_cannot_be_overridden() -> None:
+    with pytest.raises(ConfigError, match="super.users"):
+        kafka_node.check_broker_overrides("east", {"super.users": "User:ANONYMOUS"})
