@@ -9,8 +9,9 @@ operator who has set up ``consul`` in a shell has set up drsvc too. First given 
 * address: an explicit one, ``DRSVC_CONSUL_HTTP_ADDR`` (drsvc's own variable, which has always
   chosen the agent), ``CONSUL_HTTP_ADDR``, then the topology's; each may start with ``http://``
   or ``https://``. None left means the caller's own default (the local environment's agent);
-* scheme: https when anything asks for it (the address in use, ``CONSUL_HTTP_SSL``, the
-  topology); as in Consul's client, nothing turns a request for TLS back into plain http;
+* scheme: https when anything asks for it (the address in use, ``CONSUL_HTTP_ADDR`` when it
+  names that same agent, ``CONSUL_HTTP_SSL``, the topology); as in Consul's client, nothing
+  turns a request for TLS back into plain http;
 * CA file: ``CONSUL_CACERT``, then the topology's; client certificate and key:
   ``CONSUL_CLIENT_CERT`` with ``CONSUL_CLIENT_KEY``, then the topology's pair;
 * ``CONSUL_HTTP_SSL_VERIFY=false`` turns certificate checks off, as for Consul, with a warning.
@@ -186,10 +187,15 @@ class ConsulAccess:
 
     @classmethod
     def from_env(
-        cls, consul: ConsulConfig | None = None, role: ConsulRole | None = None
+        cls,
+        consul: ConsulConfig | None = None,
+        role: ConsulRole | None = None,
+        *,
+        address: str | None = None,
     ) -> ConsulAccess:
-        """Resolved from the process environment over the topology's ``consul`` block."""
-        return resolve_consul_access(os.environ, topology=consul, role=role)
+        """Resolved from the process environment over the topology's ``consul`` block, for the
+        agent at ``address`` when the caller chose one."""
+        return resolve_consul_access(os.environ, address=address, topology=consul, role=role)
 
 
 def consul_endpoint(address: str, access: ConsulAccess) -> ConsulEndpoint:
@@ -257,6 +263,19 @@ def resolve_consul_access(
 def _address(
     values: Mapping[str, str], explicit: str | None, topology: ConsulConfig | None
 ) -> str | None:
+    passed_over = values.get(ADDR_ENV)
+    if explicit and passed_over and DRSVC_ADDR_ENV not in values:
+        # Commands choose their agent themselves (--consul, else the local environment's); say
+        # so rather than leave CONSUL_HTTP_ADDR looking obeyed.
+        try:
+            differs = parse_consul_address(passed_over)[1] != parse_consul_address(explicit)[1]
+        except ValueError:
+            differs = True
+        if differs:
+            _warn_once(
+                f"{ADDR_ENV}={passed_over} is not used: this process was given the Consul "
+                f"address {explicit}; set {DRSVC_ADDR_ENV} or --consul to choose the agent"
+            )
     for given, where in (
         (explicit, "the Consul address given"),
         (values.get(DRSVC_ADDR_ENV), DRSVC_ADDR_ENV),
@@ -275,7 +294,18 @@ def _address(
 def _scheme(
     values: Mapping[str, str], address: str | None, topology: ConsulConfig | None
 ) -> ConsulScheme:
-    asks = [] if address is None else [parse_consul_address(address)[0]]
+    asks: list[ConsulScheme | None] = []
+    if address is not None:
+        scheme, hostport = parse_consul_address(address)
+        asks.append(scheme)
+        # CONSUL_HTTP_ADDR's scheme counts for its own agent, however the address was chosen
+        named = values.get(ADDR_ENV)
+        try:
+            named_scheme, named_hostport = parse_consul_address(named or "")
+        except ValueError:
+            named_scheme, named_hostport = None, None
+        if named_hostport == hostport:
+            asks.append(named_scheme)
     if SSL_ENV in values and _boolean(values, SSL_ENV):
         asks.append("https")
     if topology is not None and topology.uses_https:

@@ -35,7 +35,9 @@ class ConsulClient:
         timeout_s: float = 5.0,
         access: ConsulAccess | None = None,
     ) -> None:
-        self.access = access if access is not None else ConsulAccess.from_env()
+        # Resolved for this address: a scheme in CONSUL_HTTP_ADDR belongs to that agent, not to
+        # the one the caller chose.
+        self.access = access if access is not None else ConsulAccess.from_env(address=http_addr)
         address = http_addr or self.access.address
         if not address:
             raise ConfigError(

@@ -116,7 +116,7 @@ class ActiveCluster:
         self._wait_s = self._configured_lease_ms / 1000 / _WATCHES_PER_LEASE
         if coordinator is None and consul_access is None:
             consul_access = ConsulAccess.from_env(
-                self.application.topology.consul, role="application"
+                self.application.topology.consul, role="application", address=consul
             )
         self._access = consul_access
         #: where Consul is, when this object talks to it itself (None: a coordinator was given)

@@ -163,6 +163,26 @@ def test_https_when_anything_asks_for_it(
     assert resolve_consul_access(env, topology=topology).scheme == scheme
 
 
+def test_consul_http_addr_speaks_for_its_own_agent_only(caplog: pytest.LogCaptureFixture) -> None:
+    env = {"CONSUL_HTTP_ADDR": "https://prod:8501"}
+    assert resolve_consul_access(env, address="prod:8501").scheme == "https"
+    with caplog.at_level(logging.WARNING, logger=consul_access.__name__):
+        # e.g. the local environment's agent, chosen by a command: plain, and CONSUL_HTTP_ADDR
+        # is said to be passed over rather than seem obeyed
+        local = resolve_consul_access(env, address="127.0.0.1:8500")
+    assert (local.address, local.scheme) == ("127.0.0.1:8500", "http")
+    assert [r.getMessage() for r in caplog.records] == [
+        "CONSUL_HTTP_ADDR=https://prod:8501 is not used: this process was given the Consul "
+        "address 127.0.0.1:8500; set DRSVC_CONSUL_HTTP_ADDR or --consul to choose the agent"
+    ]
+    caplog.clear()
+    consul_access._warn_once.cache_clear()
+    with caplog.at_level(logging.WARNING, logger=consul_access.__name__):
+        # drsvc's own variable chose the agent, as documented: nothing to warn about
+        resolve_consul_access({**env, "DRSVC_CONSUL_HTTP_ADDR": "d:1"}, address="d:1")
+    assert caplog.records == []
+
+
 def test_the_endpoint_speaks_https_when_the_address_or_the_access_asks() -> None:
     plain = ConsulAccess()
     assert consul_endpoint("h:8500", plain).url == "http://h:8500"

@@ -170,6 +170,17 @@ def test_an_https_address_is_spoken_in_https_and_drsvcs_variable_chooses_the_age
     assert coordinator._url == "https://10.0.0.5:8501"  # what its locks' clients are given
 
 
+def test_a_chosen_agent_is_not_spoken_to_in_the_scheme_of_another(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    # an operator's shell set up for a remote TLS agent, and a local plain agent chosen
+    clean_env.setenv("CONSUL_HTTP_ADDR", "https://consul.example:8501")
+    client = ConsulClient("127.0.0.1:8500")
+    fake = wired(client)
+    client.kv_put("k", "v")
+    assert fake.sent[0].url.startswith("http://127.0.0.1:8500/")
+
+
 def test_no_address_anywhere_is_named(clean_env: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="DRSVC_CONSUL_HTTP_ADDR or CONSUL_HTTP_ADDR"):
         ConsulClient()
