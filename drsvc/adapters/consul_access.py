@@ -37,7 +37,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from drsvc.errors import ConfigError
 from drsvc.topology.consul import ConsulConfig, ConsulRole, ConsulScheme, parse_consul_address
@@ -75,8 +74,6 @@ UNSUPPORTED_ENV: Mapping[str, str] = {
 # strconv.ParseBool's spellings, which Consul's client accepts for its boolean variables
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-TokenOrigin = Literal["file", "value"]
 
 
 class TokenSource:
