@@ -3,6 +3,10 @@
 Connection failures and timeouts become :class:`CoordinatorUnavailableError` (retryable); requests
 Consul rejects become :class:`ConfigError`. Later issues build the coordinator protocol (leader
 lock, compare-and-set, watches) on top of this.
+
+How to reach Consul (scheme, TLS files, ACL token) is a :class:`ConsulAccess`; without one, it is
+resolved from the environment (:mod:`drsvc.adapters.consul_access`), so a caller that passes only
+an address gets what ``CONSUL_HTTP_TOKEN_FILE``, ``CONSUL_CACERT`` and the rest ask for.
 """
 
 from __future__ import annotations
@@ -12,33 +16,102 @@ from typing import Any, TypeVar
 
 import consul
 import requests
-from consul.exceptions import ACLPermissionDenied, BadRequest, ClientError, NotFound
+from consul.exceptions import ACLDisabled, ACLPermissionDenied, BadRequest, ClientError, NotFound
 
+from drsvc.adapters.consul_access import ConsulAccess, consul_endpoint
 from drsvc.errors import ConfigError, CoordinatorUnavailableError
 
 T = TypeVar("T")
 
 
 class ConsulClient:
-    """Consul's HTTP API at ``http_addr`` (``host:port``)."""
+    """Consul's HTTP API at ``http_addr`` (``host:port``, optionally after ``http://`` or
+    ``https://``; None: the address ``access`` resolved), reached as ``access`` says (None:
+    resolved from the environment)."""
 
-    def __init__(self, http_addr: str, timeout_s: float = 5.0) -> None:
-        host, _, port = http_addr.rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError(f"invalid Consul HTTP address {http_addr!r}; expected host:port")
-        self.http_addr = http_addr
-        self._consul = consul.Consul(host=host, port=int(port), connections_timeout=timeout_s)
+    def __init__(
+        self,
+        http_addr: str | None = None,
+        timeout_s: float = 5.0,
+        access: ConsulAccess | None = None,
+    ) -> None:
+        # Resolved for this address: a scheme in CONSUL_HTTP_ADDR belongs to that agent, not to
+        # the one the caller chose.
+        self.access = access if access is not None else ConsulAccess.from_env(address=http_addr)
+        address = http_addr or self.access.address
+        if not address:
+            raise ConfigError(
+                "no Consul address: set DRSVC_CONSUL_HTTP_ADDR or CONSUL_HTTP_ADDR (host:port)"
+            )
+        endpoint = consul_endpoint(address, self.access)
+        self.endpoint = endpoint
+        #: ``host:port``, as messages name it
+        self.http_addr = endpoint.address
+        #: the token sent with every request (None: none)
+        self._token = None if self.access.token is None else self.access.token.read()
+        # Every setting is passed, so py-consul reads none of CONSUL_HTTP_ADDR, CONSUL_HTTP_SSL
+        # or CONSUL_HTTP_SSL_VERIFY behind the access's back.
+        self._consul = consul.Consul(
+            host=endpoint.host,
+            port=endpoint.port,
+            scheme=endpoint.scheme,
+            verify=self.access.verify_setting(),
+            cert=self.access.cert_setting(),
+            connections_timeout=timeout_s,
+        )
+        # py-consul sets its token to CONSUL_HTTP_TOKEN when that is set, whatever it was given,
+        # so the resolved token (which may come from a file, or from an argument that must win)
+        # is put in place after construction; it is read at every request.
+        self._consul.token = self._token
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return self._attempt(what, fn)
+        except ACLPermissionDenied as err:
+            if not self._reread_token():
+                raise self._denied(what, err) from err
+        # The token file holds another token now (rotated without a restart): one more try.
+        try:
+            return self._attempt(what, fn)
+        except ACLPermissionDenied as err:
+            raise self._denied(what, err) from err
+
+    def _attempt(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn``, with Consul's errors translated, but a permission denied left to _call."""
         try:
             return fn()
         except (requests.ConnectionError, requests.Timeout, consul.Timeout) as err:
             raise CoordinatorUnavailableError(f"Consul at {self.http_addr}: {what}: {err}") from err
+        except ACLPermissionDenied:
+            raise
         except consul.ConsulException as err:
             # 5xx answers such as "No cluster leader" are transient; 4xx are our mistake.
-            if isinstance(err, BadRequest | ClientError | ACLPermissionDenied | NotFound):
+            if isinstance(err, BadRequest | ClientError | ACLDisabled | NotFound):
                 raise ConfigError(f"Consul at {self.http_addr} rejected {what}: {err}") from err
             raise CoordinatorUnavailableError(f"Consul at {self.http_addr}: {what}: {err}") from err
+
+    def _reread_token(self) -> bool:
+        """Read the token file again; True when it now holds another token (now in use)."""
+        source = self.access.token
+        if source is None or source.file is None:
+            return False
+        token = source.read()
+        if token == self._token:
+            return False
+        self._token = self._consul.token = token
+        return True
+
+    def _denied(self, what: str, err: ACLPermissionDenied) -> ConfigError:
+        # Consul's answer names the token by its accessor id and the permission it lacks; the
+        # secret itself is never in it, nor here.
+        source = self.access.token
+        whose = (
+            "no ACL token was given (set CONSUL_HTTP_TOKEN_FILE or the topology's"
+            " consul.token_file)"
+            if source is None
+            else f"the ACL token from {source.origin} lacks the permission or is unknown to Consul"
+        )
+        return ConfigError(f"Consul at {self.http_addr} denied {what}: {err}; {whose}")
 
     def leader(self) -> str:
         """The address of the Raft leader, or "" while there is none."""

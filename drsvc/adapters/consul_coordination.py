@@ -61,6 +61,7 @@ from typing import Any
 from consul.callback import CB
 from consul.exceptions import ClientError, NotFound
 
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.coordination import (
     DEFAULT_LOCK_DELAY_S,
@@ -331,12 +332,22 @@ class ConsulLock:
 
 class ConsulCoordinator:
     """:class:`drsvc.adapters.coordination.Coordinator` over the Consul agent at ``http_addr``
-    (``host:port``); ``timeout_s`` bounds every request except a watch's wait."""
+    (``host:port``, as :class:`ConsulClient` takes it); ``timeout_s`` bounds every request except
+    a watch's wait. ``access`` says how to reach Consul (None: resolved from the environment,
+    once, for this coordinator and its locks' clients)."""
 
-    def __init__(self, http_addr: str, timeout_s: float = 5.0) -> None:
-        self._http_addr = http_addr
+    def __init__(
+        self,
+        http_addr: str | None = None,
+        timeout_s: float = 5.0,
+        access: ConsulAccess | None = None,
+    ) -> None:
         self._timeout_s = timeout_s
-        self._api = _Api(http_addr, timeout_s)
+        self._api = _Api(http_addr, timeout_s, access)
+        self._access = self._api.access
+        self._http_addr = self._api.http_addr
+        #: with its scheme, for the locks' clients (an https:// given here must stay https)
+        self._url = self._api.endpoint.url
         self._locks: set[ConsulLock] = set()
         self._locks_guard = threading.Lock()
 
@@ -391,7 +402,7 @@ class ConsulCoordinator:
             raise ConfigError(f"lock {key}: TTL must be > 0 and lock delay >= 0")
         # The lock's own client: it is used from the renewal thread, and a renewal that takes
         # longer than a fraction of the TTL is of no use anyway.
-        api = _Api(self._http_addr, min(self._timeout_s, max(ttl_s / 2, 0.5)))
+        api = _Api(self._url, min(self._timeout_s, max(ttl_s / 2, 0.5)), self._access)
         started = time.monotonic()
         session = api.create_session(key, math.ceil(ttl_s), lock_delay_s)
         try:

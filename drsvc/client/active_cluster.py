@@ -13,7 +13,11 @@ A client acts on:
   the epoch it already heard);
 * an absent key: the application's preferred cluster at epoch 0, under the lease the topology
   configures. A new application starts there before any failover wrote its document, and every
-  client of one topology agrees on it.
+  client of one topology agrees on it. **Not when the client has a Consul ACL token**: under
+  default-deny ACLs Consul answers a read the token may not make with 404, exactly as for an
+  absent key, so with a token an absent key counts as ``unreadable`` and :meth:`watch_once`
+  raises a :class:`ConfigError` naming the key; the preferred cluster is never guessed from a
+  refusal. drsvc creates every active key when it starts, so a running estate has none absent.
 
 Anything else counts as none, with its reason as the state's ``reason``: ``not-a-document`` (a
 plain alias or ``none`` typed by hand: it has no epoch, so it could undo a switch unseen),
@@ -43,6 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.adapters.coordination import Coordinator, Entry
 from drsvc.client.application import ClientApplication, consul_address
@@ -88,9 +93,12 @@ class ActiveState:
 class ActiveCluster:
     """Follows where application ``app`` of ``topology`` is active (thread-safe).
 
-    ``consul`` is a ``host:port`` (default: DRSVC_CONSUL_HTTP_ADDR, else the local environment's
-    agent); tests may pass a ``coordinator`` and a ``clock`` instead. Call :meth:`start` (or use
-    it as a context manager) to begin watching.
+    ``consul`` is a ``host:port``, optionally after ``https://`` (default: DRSVC_CONSUL_HTTP_ADDR,
+    CONSUL_HTTP_ADDR, the topology's ``consul.address``, else the local environment's agent).
+    ``consul_access`` says how to reach it (default: resolved from the environment over the
+    topology's ``consul`` block, with the ``application`` role's token); tests may pass a
+    ``coordinator`` and a ``clock`` instead, and a ``consul_access`` to say whether it has a
+    token. Call :meth:`start` (or use it as a context manager) to begin watching.
     """
 
     def __init__(
@@ -99,14 +107,25 @@ class ActiveCluster:
         topology: Topology | str | Path,
         *,
         consul: str | None = None,
+        consul_access: ConsulAccess | None = None,
         coordinator: Coordinator | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.application = ClientApplication.of(app, topology)
         self._configured_lease_ms = round(self.application.application.lease_s * 1000)
         self._wait_s = self._configured_lease_ms / 1000 / _WATCHES_PER_LEASE
+        if coordinator is None and consul_access is None:
+            consul_access = ConsulAccess.from_env(
+                self.application.topology.consul, role="application", address=consul
+            )
+        self._access = consul_access
         #: where Consul is, when this object talks to it itself (None: a coordinator was given)
-        self._address = None if coordinator is not None else consul_address(consul)
+        self._address: str | None = None
+        if coordinator is None:
+            assert consul_access is not None
+            self._address = consul_address(consul or consul_access.address)
+        #: with an ACL token, Consul answers a denied read with 404, as for an absent key
+        self._absent_is_unreadable = consul_access is not None and consul_access.has_token
         #: the watch's own coordinator: used by the watch thread only
         self.coordinator = coordinator if coordinator is not None else self._watcher(self._wait_s)
         self._readers = threading.local()
@@ -200,7 +219,7 @@ class ActiveCluster:
             return self.coordinator
         reader: Coordinator | None = getattr(self._readers, "coordinator", None)
         if reader is None:
-            reader = ConsulCoordinator(self._address)
+            reader = ConsulCoordinator(self._address, access=self._access)
             self._readers.coordinator = reader
         return reader
 
@@ -257,6 +276,8 @@ class ActiveCluster:
         except CoordinatorUnavailableError as err:
             self._set_problem(f"Consul unreachable: {err}")
             raise
+        if entry is None and self._absent_is_unreadable:
+            self._absent_under_acls(index)
         try:
             document = decode_active(
                 None if entry is None else entry.value,
@@ -344,6 +365,20 @@ class ActiveCluster:
             )
         return None
 
+    def _absent_under_acls(self, index: int) -> None:
+        """Stop, and raise: the key read as absent, which under ACLs may be a refusal."""
+        assert self._access is not None and self._access.token is not None
+        key = self.application.active_key
+        detail = (
+            f"Consul answered that {key} does not exist, which is also its answer when the ACL "
+            f"token (from {self._access.token.origin}) may not read the key: grant the token "
+            "read on it, or start drsvc, which creates it (with a token an absent key never "
+            "means the preferred cluster)"
+        )
+        # Logged once, by the watch loop that catches the error, not here as well.
+        self._reject(None, None, "unreadable", detail, index, log_it=False)
+        raise ConfigError(f"application '{self.application.name}': cannot read {key}: {detail}")
+
     def _reject(
         self,
         entry: Entry | None,
@@ -351,6 +386,8 @@ class ActiveCluster:
         reason: str,
         detail: str,
         index: int,
+        *,
+        log_it: bool = True,
     ) -> None:
         value = (None, None) if entry is None else (entry.index, entry.value)
         with self._cond:
@@ -360,7 +397,7 @@ class ActiveCluster:
             self._document, self._rejected, self._last_rejected = document, reason, value
             self._index = index
             self._cond.notify_all()
-        if first_read:
+        if first_read and log_it:
             log.warning(
                 "application %s: the active key %s counts as no active cluster (%s): %s",
                 self.application.name,
@@ -387,7 +424,9 @@ class ActiveCluster:
         Consul's wait and its jitter (wait/16) plus this timeout: about half the lease in all,
         so a request that hangs is given up while the lease leaves time for another."""
         assert self._address is not None
-        return ConsulCoordinator(self._address, timeout_s=max(_MIN_REQUEST_SLACK_S, wait_s))
+        return ConsulCoordinator(
+            self._address, timeout_s=max(_MIN_REQUEST_SLACK_S, wait_s), access=self._access
+        )
 
     # ------------------------------------------------------------------ threads
 

@@ -5,6 +5,7 @@ Load a file with :func:`load_topology`; the result is a frozen :class:`Topology`
 uses instead of reading YAML itself.
 """
 
+from drsvc.topology.consul import ConsulConfig, ConsulTlsConfig, ConsulTokenRef
 from drsvc.topology.loader import load_topology, load_topology_text
 from drsvc.topology.models import (
     Application,
@@ -19,6 +20,9 @@ from drsvc.topology.security import SaslConfig, SecurityConfig, TlsConfig
 __all__ = [
     "Application",
     "Cluster",
+    "ConsulConfig",
+    "ConsulTlsConfig",
+    "ConsulTokenRef",
     "Flow",
     "NameFilterConfig",
     "SaslConfig",

@@ -6,8 +6,8 @@ the cross-field rules of :mod:`drsvc.topology.rules` (known aliases, no duplicat
 only for one-way flows). Cross-field problems are raised together as one :class:`TopologyProblems`
 whose lines already carry their field path, so the loader can report them all at once.
 
-Client security lives in :mod:`drsvc.topology.security`. Use
-:func:`drsvc.topology.loader.load_topology` to read a file.
+Client security lives in :mod:`drsvc.topology.security`, how to reach Consul in
+:mod:`drsvc.topology.consul`. Use :func:`drsvc.topology.loader.load_topology` to read a file.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pydantic import (
 
 from drsvc.errors import ConfigError
 from drsvc.topology.base import NAME_PATTERN, FrozenModel, Name
+from drsvc.topology.consul import ConsulConfig
 from drsvc.topology.migration_rules import migration_problems
 from drsvc.topology.rules import cross_field_problems
 from drsvc.topology.security import SecurityConfig
@@ -541,6 +542,11 @@ class Topology(FrozenModel):
     )
     controller: ControllerConfig = Field(
         default_factory=ControllerConfig, description="The automated DR trigger's thresholds."
+    )
+    consul: ConsulConfig | None = Field(
+        default=None,
+        description="How drsvc reaches Consul (address, TLS, ACL tokens): defaults under the"
+        " CONSUL_* environment variables and DRSVC_CONSUL_HTTP_ADDR.",
     )
 
     @model_validator(mode="before")

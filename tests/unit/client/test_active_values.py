@@ -12,6 +12,7 @@ from following_fakes import KEY, follower, write
 from memory_coordination import FakeClock, MemoryCoordinator
 
 import drsvc.client.active_cluster as active_module
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.coordination import Delete
 from drsvc.client.active_cluster import ActiveCluster
 from drsvc.topology.loader import load_topology_text
@@ -132,7 +133,9 @@ class _RecordingConsul:
     made: ClassVar[list[float]] = []
     store: ClassVar[MemoryCoordinator]
 
-    def __init__(self, address: str, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, address: str, timeout_s: float = 5.0, access: ConsulAccess | None = None
+    ) -> None:
         self.made.append(timeout_s)
 
     def watch(self, key: str, index: int, wait_s: float) -> Any:

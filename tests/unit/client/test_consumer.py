@@ -23,6 +23,7 @@ from following_fakes import (
 from memory_coordination import FakeClock, MemoryCoordinator
 
 import drsvc.client.active_cluster as active_module
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.client.active_cluster import ActiveCluster
 from drsvc.client.consumer import FailoverConsumer
 from drsvc.errors import CoordinatorUnavailableError, NoActiveClusterError
@@ -244,7 +245,9 @@ class _RecordingConsul:
     calls: ClassVar[list[tuple[int, str]]] = []
     store: ClassVar[MemoryCoordinator]
 
-    def __init__(self, address: str, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, address: str, timeout_s: float = 5.0, access: ConsulAccess | None = None
+    ) -> None:
         pass
 
     def watch(self, key: str, index: int, wait_s: float) -> Any:
