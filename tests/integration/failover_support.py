@@ -85,6 +85,8 @@ class FollowingProducer:
     bootstraps: Mapping[str, str]
     topic: str
     interval_s: float = 0.01
+    #: the application's client security settings (a secured cluster)
+    settings: Mapping[str, str] = field(default_factory=dict)
     acked: list[tuple[str, bytes]] = field(default_factory=list)
     clusters_seen: list[str | None] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -118,7 +120,7 @@ class FollowingProducer:
             if producer is None:
                 producer = Producer(
                     {"bootstrap.servers": self.bootstraps[cluster], "acks": "all",
-                     "enable.idempotence": True, "linger.ms": 5}
+                     "enable.idempotence": True, "linger.ms": 5, **self.settings}
                 )  # fmt: skip
                 producers[cluster] = producer
             value = f"seq-{seq:07d}".encode()
@@ -141,11 +143,15 @@ class FollowingProducer:
 
 
 def consume_part(
-    bootstrap: str, group: str, topics: list[str], fraction: float
+    bootstrap: str,
+    group: str,
+    topics: list[str],
+    fraction: float,
+    settings: Mapping[str, str] | None = None,
 ) -> tuple[list[bytes], dict[tuple[str, int], int]]:
     """Group ``group`` reads ``fraction`` of what ``topics`` hold now (per partition, from its
     committed offset or the start) and commits where it stopped. Returns the values it read and
-    the offsets it committed."""
+    the offsets it committed. ``settings``: client security settings (a secured cluster)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -153,6 +159,7 @@ def consume_part(
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            **(settings or {}),
         }
     )
     values: list[bytes] = []
@@ -205,7 +212,9 @@ def consume_part(
     return values, commits
 
 
-def read_rest(bootstrap: str, group: str, topics: list[str]) -> list[bytes]:
+def read_rest(
+    bootstrap: str, group: str, topics: list[str], settings: Mapping[str, str] | None = None
+) -> list[bytes]:
     """What a consumer of ``group`` reads from its committed offsets (or the start where it has
     none) to the current ends; commits nothing."""
     consumer = Consumer(
@@ -214,6 +223,7 @@ def read_rest(bootstrap: str, group: str, topics: list[str]) -> list[bytes]:
             "group.id": group,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            **(settings or {}),
         }
     )
     values: list[bytes] = []
@@ -297,12 +307,14 @@ def failover_env(consul: str) -> dict[str, str]:
     }
 
 
-def wait_for_remote_copies(bootstraps: Mapping[str, str], topic: str) -> None:
+def wait_for_remote_copies(
+    bootstraps: Mapping[str, str], topic: str, settings: Mapping[str, str] | None = None
+) -> None:
     """Until the flows both ways have created ``topic``'s copies (prefix naming)."""
     wait_until(
         lambda: (
-            f"east.{topic}" in topics_of(bootstraps["west"])
-            and f"west.{topic}" in topics_of(bootstraps["east"])
+            f"east.{topic}" in topics_of(bootstraps["west"], settings)
+            and f"west.{topic}" in topics_of(bootstraps["east"], settings)
         ),
         60,
         "the remote copies to be created",

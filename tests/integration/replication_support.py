@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,12 +100,16 @@ def sequence_records(
     return out
 
 
-def create(bootstrap: str, topic: str, partitions: int) -> None:
-    assert create_topic(admin_client(bootstrap), topic, partitions), f"{topic} already existed"
+def create(
+    bootstrap: str, topic: str, partitions: int, settings: Mapping[str, str] | None = None
+) -> None:
+    """Create ``topic``; ``settings``: an administrator's client settings (a secured cluster)."""
+    admin = admin_client(bootstrap, settings)
+    assert create_topic(admin, topic, partitions), f"{topic} already existed"
 
 
-def topics_of(bootstrap: str) -> set[str]:
-    return set(admin_client(bootstrap).list_topics(timeout=10).topics)
+def topics_of(bootstrap: str, settings: Mapping[str, str] | None = None) -> set[str]:
+    return set(admin_client(bootstrap, settings).list_topics(timeout=10).topics)
 
 
 def watermarks(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:

@@ -1,0 +1,284 @@
+"""drsvc on secured clusters: SASL_SSL (SCRAM-SHA-512) and mutual TLS only, ACLs that allow
+nothing by default, and each role under its own principal with only the grants
+``failover.kafka_acls.role_grants`` gives it.
+
+One secured environment (two sites, its own state directory) serves the whole file. An
+application runs on east with flows both ways, at least once east->west and exactly once
+west->east; every role is a real process with its own topology file naming its own principal
+and password file, as separate deployments would be. A producer that follows the application's
+active key writes the whole time; a planned failover and the failback move it, the groups'
+positions are translated, and every acknowledged record is read exactly once. The checkpoint
+stream (faust) runs on SASL_SSL too.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checkpoint_support import AgentProcess
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from failover_support import (
+    FollowingProducer,
+    active_cluster,
+    check_exactly_once,
+    consume_part,
+    failover_env,
+    read_rest,
+    run_cli,
+    wait_for_remote_copies,
+    wait_until,
+)
+from replication_support import create, running_workers
+
+from drsvc.adapters.consul_client import ConsulClient
+from drsvc.devenv.environment import LocalEnvironment
+from drsvc.kafka.acls import create_acls
+from drsvc.kafka.admin import admin_client
+from drsvc.settings import Settings
+from drsvc.topology import load_topology_text
+from failover.kafka_acls import role_grants
+from failover.naming import DEFAULT_CHECKPOINTS_TOPIC, app_active_key
+
+pytestmark = pytest.mark.timeout(900)
+
+GROUPS = ("g1", "g2")
+SITES = ("east", "west")
+#: the roles that run, and the principal each runs as
+ROLE_PRINCIPALS = {
+    "replicator": "drsvc-replicator",
+    "checkpoints": "drsvc-checkpoints",
+    "executor": "drsvc-executor",
+}
+APP = "app"
+APP_PRINCIPAL = f"app-{APP}"
+
+
+@dataclass
+class Estate:
+    env: LocalEnvironment
+    tmp: Path
+    name: str
+    topic: str
+    bootstraps: dict[str, str]
+    consul_addr: str
+    #: a topology file per role (its clusters name that role's principal)
+    topologies: dict[str, Path]
+
+    @property
+    def consul(self) -> ConsulClient:
+        return ConsulClient(self.consul_addr)
+
+    def app_settings(self) -> dict[str, str]:
+        return self.env.client_settings(APP_PRINCIPAL)
+
+    def admin(self, alias: str) -> tuple[str, dict[str, str]]:
+        return self.env.admin_settings(alias)
+
+    def executor(self, *args: str) -> tuple[int, dict[str, Any], str]:
+        code, doc, err = run_cli(
+            *args, "-t", str(self.topologies["executor"]), env=failover_env(self.consul_addr)
+        )
+        return code, doc or {}, err
+
+    def topics_on(self, cluster: str) -> list[str]:
+        other = "west" if cluster == "east" else "east"
+        return [self.topic, f"{other}.{self.topic}"]
+
+
+def _document(name: str, topic: str, clusters: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    flows = [
+        {"source": "east", "target": "west", "delivery": "at-least-once"},
+        {"source": "west", "target": "east", "delivery": "exactly-once"},
+    ]
+    for flow in flows:
+        flow["topics"] = {"include": [f"^{topic}$"]}
+    return {
+        "name": name,
+        "clusters": clusters,
+        "flows": flows,
+        "applications": [
+            {
+                "name": APP,
+                "groups": list(GROUPS),
+                "topics": [topic],
+                "preferred": "east",
+                "lease_s": 2.0,
+            }
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
+    state_dir = tmp_path_factory.mktemp("drsvc-secured-state")
+    tmp = tmp_path_factory.mktemp("secured")
+    env = LocalEnvironment(Settings.from_env(state_dir=state_dir, consul_layout="single"))
+    try:
+        info = env.up(list(SITES), secure=True)
+        env.add_principal(APP_PRINCIPAL)
+        assert info.consul_http_addr is not None
+        tag = uuid.uuid4().hex[:6]
+        name, topic = f"sec-{tag}", f"sec-{tag}"
+        bootstraps = dict(info.clusters)
+        topologies: dict[str, Path] = {}
+        for role, principal in {**ROLE_PRINCIPALS, "application": APP_PRINCIPAL}.items():
+            security = env.topology_security(principal)
+            assert security is not None
+            clusters = {a: {"bootstrap_servers": b, "security": security} for a, b in bootstraps.items()}
+            path = tmp / f"{role}.json"
+            path.write_text(json.dumps(_document(name, topic, clusters), indent=2))
+            topologies[role] = path
+        # What each role may do, and nothing more: the same grants 'drsvc acls plan' prints.
+        topology = load_topology_text(topologies["executor"].read_text())
+        for alias in SITES:
+            bootstrap, admin_settings = env.admin_settings(alias)
+            create(bootstrap, topic, 2, admin_settings)
+            admin = admin_client(bootstrap, admin_settings)
+            for role in (*ROLE_PRINCIPALS, "application"):
+                create_acls(admin, role_grants(topology, role, alias), cluster=alias)  # type: ignore[arg-type]
+        estate = Estate(env, tmp, name, topic, bootstraps, info.consul_http_addr, topologies)
+        yield estate
+    finally:
+        env.down()
+
+
+@pytest.fixture(scope="module")
+def replicating(estate: Estate) -> Iterator[None]:
+    flows = ["east->west", "west->east"]
+    topology = estate.topologies["replicator"]
+    with running_workers(topology, flows, estate.tmp, "--consul", estate.consul_addr) as workers:
+        try:
+            wait_for_remote_copies(estate.bootstraps, estate.topic, estate.app_settings())
+        except AssertionError:
+            raise AssertionError("\n\n".join(w.log_tail() for w in workers)) from None
+        yield
+
+
+def _move(estate: Estate, command: str, to: str | None, consumed: dict[str, list[bytes]]) -> dict[str, Any]:
+    here = active_cluster(estate.consul, estate.name)
+    assert here is not None
+    for group, fraction in zip(GROUPS, (1.0, 0.5), strict=True):
+        values, _ = consume_part(
+            estate.bootstraps[here], group, estate.topics_on(here), fraction, estate.app_settings()
+        )
+        consumed[group] += values
+    args = [command, "--app", APP, "--json"] + (["--to", to] if to else [])
+    code, doc, err = estate.executor(*args)
+    assert code == 0, err
+    return doc
+
+
+def test_a_planned_failover_and_failback_read_every_record_exactly_once_under_least_privilege(
+    estate: Estate, replicating: None
+) -> None:
+    """Replication in both delivery modes, translation, the executor and a following client,
+    each under its own principal: the failover goes east->west over the at-least-once flow's
+    syncs, the failback west->east over the exactly-once flow's."""
+    consumed: dict[str, list[bytes]] = {g: [] for g in GROUPS}
+    key = app_active_key(estate.name, APP)
+    producer = FollowingProducer(
+        estate.consul, key, estate.bootstraps, estate.topic, settings=estate.app_settings()
+    ).start()
+    try:
+        wait_until(lambda: len(producer.acked) >= 100, 60, "records on east")
+        doc = _move(estate, "failover", "west", consumed)
+        assert (doc["state"], doc["from"], doc["to"]) == ("completed", "east", "west")
+        assert doc["groups"] and all(g["exact"] for g in doc["groups"]), doc["groups"]
+        written = len(producer.acked)
+        wait_until(lambda: len(producer.acked) >= written + 100, 60, "records on west")
+        back = _move(estate, "failback", None, consumed)
+        assert (back["state"], back["to"]) == ("completed", "east")
+        assert all(g["exact"] for g in back["groups"]), back["groups"]
+        written = len(producer.acked)
+        wait_until(lambda: len(producer.acked) >= written + 50, 60, "records on east again")
+    finally:
+        acked = producer.stop()
+    assert producer.clusters_seen == ["east", None, "west", None, "east"]
+    for group in GROUPS:
+        rest = read_rest(
+            estate.bootstraps["east"], group, estate.topics_on("east"), estate.app_settings()
+        )
+        check_exactly_once(acked, consumed[group] + rest)
+
+
+def test_the_checkpoint_stream_runs_on_sasl_ssl(estate: Estate, replicating: None) -> None:
+    """faust reads the offset syncs and writes checkpoints with the checkpoints principal's
+    SCRAM credentials over TLS."""
+    group = "g1"
+    consume_part(
+        estate.bootstraps["east"], group, [estate.topic], 1.0, estate.app_settings()
+    )
+    agent = AgentProcess(
+        estate.topologies["checkpoints"], estate.tmp / "checkpoints.log", estate.tmp / "cp-state"
+    )
+    topic = DEFAULT_CHECKPOINTS_TOPIC.format(source="east")
+    bootstrap, admin_settings = estate.admin("west")
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"drsvc-test-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            **admin_settings,
+        }
+    )
+    try:
+        reader.subscribe([topic])
+        found: list[bytes] = []
+
+        def checkpointed() -> bool:
+            found.extend(
+                m.key() or b"" for m in reader.consume(100, 0.5) if m.error() is None
+            )
+            return any(group.encode() in k for k in found)
+
+        try:
+            wait_until(checkpointed, 180, f"a checkpoint of {group} on west's {topic}")
+        except AssertionError:
+            raise AssertionError(agent.log_tail()) from None
+    finally:
+        reader.close()
+        code = agent.stop()
+    assert code == 0, agent.log_tail()
+    assert "Authorization" not in agent.log_file.read_text()
+
+
+def test_an_application_cannot_write_a_remote_topic(estate: Estate, replicating: None) -> None:
+    """Remote topics are the flows' alone: the application's principal may read them (after a
+    failover it drains them) but never write them."""
+    producer = Producer({"bootstrap.servers": estate.bootstraps["west"], **estate.app_settings()})
+    errors: list[KafkaError] = []
+    producer.produce(
+        f"east.{estate.topic}", b"not mine", on_delivery=lambda err, _m: errors.append(err)
+    )
+    producer.flush(30)
+    assert errors and errors[0] is not None
+    assert errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors[0]
+
+
+def test_a_role_is_refused_what_its_grants_do_not_name(estate: Estate) -> None:
+    """The checkpoints principal reads offset syncs; it cannot read the application's topic."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": estate.bootstraps["east"],
+            "group.id": "drsvc-checkpoints-probe",
+            **estate.env.client_settings("drsvc-checkpoints"),
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(estate.topic, 0, 0)])
+        refused = None
+        for _ in range(20):
+            for msg in consumer.consume(10, 0.5):
+                if msg.error() is not None:
+                    refused = msg.error()
+            if refused is not None:
+                break
+        assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
