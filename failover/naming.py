@@ -36,6 +36,7 @@ __all__ = [
     "SMOKE_TOPIC",
     "SYNC_REPAIR_GROUP",
     "TRANSLATE_READER_GROUP",
+    "VERIFY_GROUP_PREFIX",
     "app_active_key",
     "check_key_segment",
     "check_request_id",
@@ -49,12 +50,15 @@ __all__ = [
     "heartbeat_observer_client_id",
     "heartbeat_observer_group",
     "heartbeats_client_id",
+    "judge_reader_group",
+    "kafka_service",
     "progress_reader_group",
     "replicator_group",
     "slot_membership_group",
     "slots_topic",
     "smoke_group",
     "transactional_id",
+    "transactional_id_prefix",
 ]
 
 OWN_GROUP_PREFIX = "drsvc-"
@@ -110,10 +114,23 @@ def slot_membership_group(source: str, target: str) -> str:
     return f"{OWN_GROUP_PREFIX}slots.{flow_key(source, target)}"
 
 
+def transactional_id_prefix(source: str, target: str) -> str:
+    """On the target of an exactly-once flow: what every slot's :func:`transactional_id`
+    starts with, ``drsvc.<flow-key>.`` (the slot count is not known before the flow runs, so
+    an ACL names the ids by this prefix)."""
+    return f"drsvc.{flow_key(source, target)}."
+
+
 def transactional_id(source: str, target: str, slot: int) -> str:
     """On the target of an exactly-once flow: the transactional id of one slot; whoever
     initialises it fences the slot's previous owner."""
-    return f"drsvc.{flow_key(source, target)}.{slot}"
+    return f"{transactional_id_prefix(source, target)}{slot}"
+
+
+def judge_reader_group(source: str, target: str) -> str:
+    """On the source: the id of the consumer a worker reads records again with to judge them by
+    their epoch (assigned only, never joined, never commits)."""
+    return f"{replicator_group(source, target)}.judge"
 
 
 def heartbeat_copier_group(source: str, target: str) -> str:
@@ -165,6 +182,11 @@ commits)."""
 
 DEMO_READER_GROUP = f"{OWN_GROUP_PREFIX}demo-reader"
 """On the local clusters: the id of the consumer ``drsvc demo`` reads topic metadata with."""
+
+
+VERIFY_GROUP_PREFIX = f"{OWN_GROUP_PREFIX}verify"
+"""On every cluster ``drsvc verify`` reads: the ``groupIdPrefix`` of Spark's Kafka source, which
+names its consumers ``<prefix>-<uuid>-...`` (never committed)."""
 
 
 def smoke_group(token: str) -> str:
@@ -278,6 +300,15 @@ def flow_stale_records_key(namespace: str, source: str, target: str) -> str:
     """Records the flow's workers found written under a stale epoch after a switch away from
     the source (:mod:`failover.stale_epochs`); the failover report lists them."""
     return f"{consul_prefix(namespace)}/flows/{source}/{target}/stale-records"
+
+
+# -- Consul services -----------------------------------------------------------------------------
+
+
+def kafka_service(alias: str) -> str:
+    """The Consul service whose health checks say whether cluster ``alias``'s brokers answer;
+    the controller and the API read its health as one vantage point."""
+    return f"kafka-{alias}"
 
 
 # -- the local environment's smoke test ------------------------------------------------------

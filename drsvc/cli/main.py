@@ -31,7 +31,13 @@ KNOWN_PLUGINS = {
 
 
 #: The command groups (``drsvc dev ...``): name -> module of ``drsvc.cli`` with ``build_app()``.
-COMMAND_GROUPS = {"dev": "dev", "topology": "topology", "flow": "flow", "migrate": "migrate"}
+COMMAND_GROUPS = {
+    "dev": "dev",
+    "topology": "topology",
+    "flow": "flow",
+    "migrate": "migrate",
+    "acls": "acls",
+}
 
 #: The top-level commands: name -> module of ``drsvc.cli`` whose ``register(app)`` adds it (one
 #: module may add several). Listed in the order ``drsvc --help`` shows them.
