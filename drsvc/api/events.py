@@ -1,27 +1,46 @@
 """``/v1/events``: the steps of every failover of the namespace, in the order they happened.
 
 Events come from the failover records in Consul (whoever ran the failover: this API, the CLI,
-the controller), so nothing is missed when the API restarts; their ids are this process's
-sequence numbers, handed out as the API first sees each step. A client long-polls with the
-last id it got.
+the controller). An event's id is derived from its record: the step's time, the failover id and
+the step's index in the record, as ``<at_ms, 13 digits>-<failover id>-<index, 4 digits>``. Ids
+sort as strings in the order the steps happened, every API process that reads the same records
+gives the same ids, and a client's cursor (the last id it got) stays good across a restart of
+the API and between replicas. ``0`` is the cursor before every event.
+
+A step becomes visible in Consul a moment after the time it records, and two executors' clocks
+may differ a little: an event is handed out only once it is ``settle_ms`` old, so that one
+written a moment late still sorts after every cursor already handed out.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable
+from bisect import bisect_right, insort
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from failover.failover_plan import FailoverRecord
 
-__all__ = ["Event", "EventLog"]
+__all__ = ["EVENT_CURSOR", "START", "Event", "EventLog", "event_id"]
+
+#: the cursor before every event
+START = "0"
+#: what ``after`` may be: the start, or an id this API handed out
+EVENT_CURSOR = re.compile(r"^(0|\d{13}-[A-Za-z0-9][A-Za-z0-9._:-]{0,127}-\d{4})$")
+#: how old an event must be before it is handed out (see the module's docstring)
+DEFAULT_SETTLE_MS = 2000
+
+
+def event_id(at_ms: int, failover_id: str, index: int) -> str:
+    """The id of step ``index`` of a failover's record, recorded at ``at_ms``."""
+    return f"{at_ms:013d}-{failover_id}-{index:04d}"
 
 
 @dataclass(frozen=True)
 class Event:
-    id: int
+    id: str
     at_ms: int
     failover_id: str
     app: str
@@ -42,58 +61,47 @@ class Event:
 
 
 class EventLog:
-    """The most recent ``capacity`` events, numbered as first seen."""
+    """The most recent ``capacity`` events, kept in id order."""
 
-    def __init__(self, capacity: int = 1000) -> None:
-        self._events: deque[Event] = deque(maxlen=capacity)
-        self._seen: dict[str, int] = {}  # failover id -> events of it seen
-        self._next_id = 1
+    def __init__(self, capacity: int = 1000, settle_ms: int = DEFAULT_SETTLE_MS) -> None:
+        self._capacity = capacity
+        self._settle_ms = settle_ms
+        self._ids: list[str] = []  # sorted
+        self._events: dict[str, Event] = {}
         self._lock = threading.Lock()
 
     def note(self, records: Iterable[FailoverRecord]) -> None:
         """Take the steps of ``records`` not seen yet."""
-        fresh: list[tuple[int, str, str, Any]] = []
         with self._lock:
             for record in records:
                 fid = record.plan.failover_id
-                known = self._seen.get(fid, 0)
-                for event in record.events[known:]:
-                    fresh.append((event.at_ms, fid, record.plan.app, event))
-                self._seen[fid] = max(known, len(record.events))
-            for at_ms, fid, app, event in sorted(fresh, key=lambda f: (f[0], f[1])):
-                self._events.append(
-                    Event(
-                        self._next_id,
-                        at_ms,
+                for index, step in enumerate(record.events):
+                    eid = event_id(step.at_ms, fid, index)
+                    if eid in self._events:
+                        continue
+                    self._events[eid] = Event(
+                        eid,
+                        step.at_ms,
                         fid,
-                        app,
-                        event.step.value,
-                        event.outcome.value,
-                        event.detail,
+                        record.plan.app,
+                        step.step.value,
+                        step.outcome.value,
+                        step.detail,
                     )
-                )
-                self._next_id += 1
+                    insort(self._ids, eid)
+            while len(self._ids) > self._capacity:
+                del self._events[self._ids.pop(0)]
 
-    def after(self, last_id: int) -> list[Event]:
+    def after(self, cursor: str, now_ms: int) -> list[Event]:
+        """The events after ``cursor`` that are at least the settle time old at ``now_ms``."""
         with self._lock:
-            return [e for e in self._events if e.id > last_id]
-
-    def wait(
-        self,
-        last_id: int,
-        wait_s: float,
-        refresh: Callable[[], None],
-        sleep: Callable[[float], None],
-        poll_s: float = 0.5,
-    ) -> list[Event]:
-        """Events after ``last_id``, waiting up to ``wait_s`` (refreshing every ``poll_s``) for
-        the first one."""
-        remaining = wait_s
-        while True:
-            refresh()
-            found = self.after(last_id)
-            if found or remaining <= 0:
-                return found
-            step = min(poll_s, remaining)
-            sleep(step)
-            remaining -= step
+            start = 0 if cursor == START else bisect_right(self._ids, cursor)
+            settled = now_ms - self._settle_ms
+            found = []
+            for eid in self._ids[start:]:
+                event = self._events[eid]
+                if event.at_ms > settled:
+                    # ids sort by time first: this one and every later one are too fresh
+                    break
+                found.append(event)
+            return found

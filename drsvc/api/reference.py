@@ -11,14 +11,25 @@ from typing import Any, cast
 
 from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth
+from drsvc.api.events import EventLog
 from drsvc.api.service import ApiService
 
 __all__ = ["openapi_document", "reference_markdown"]
 
 
+class _RoutesOnly:
+    """What building the routes reads of a service; none of its routes is ever called."""
+
+    def __init__(self) -> None:
+        self.events = EventLog()
+
+    def refresh_events(self) -> None:
+        raise NotImplementedError("the API reference reads the routes only")
+
+
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document (no service behind it: only the routes are read)."""
-    app = create_app(cast(ApiService, None), ApiAuth(None))
+    app = create_app(cast(ApiService, _RoutesOnly()), ApiAuth())
     return app.openapi()
 
 
@@ -39,9 +50,10 @@ def reference_markdown(doc: dict[str, Any]) -> str:
                 lines += [" ".join(summary.split()), ""]
             if op.get("security"):
                 lines += [
-                    "Needs the bearer token."
+                    "Needs an operator's token."
                     if method == "post"
-                    else "Needs the bearer token only when the API runs with `--protect-reads`.",
+                    else "Needs a viewer's or an operator's token, unless the API runs with "
+                    "`--public-reads`.",
                     "",
                 ]
             params = op.get("parameters", [])

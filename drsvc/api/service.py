@@ -1,8 +1,10 @@
 """What the API's handlers call: the same runtime functions as the CLI, one place per question.
 
 Every request gets its own failover executor (and so its own Kafka clients): requests run on
-the server's thread pool, and a failover started through the API runs on a thread of its own
-for minutes, so nothing is shared between them but Consul and the clusters themselves.
+the API's bounded thread pools, and a failover started through the API runs on a thread of its
+own for minutes, so nothing is shared between them but Consul and the clusters themselves.
+Those failover threads are not daemons: a stopping API waits for them (:meth:`ApiService.
+join_failovers`), so a rollout does not cut a failover off between two steps.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.coordination import Coordinator
-from drsvc.api.events import Event, EventLog
+from drsvc.api.auth import Caller
+from drsvc.api.events import EventLog
+from drsvc.api.exposure_cache import ExposureCache
 from drsvc.api.migrations import MigrationService
 from drsvc.api.problems import ApiProblem
 from drsvc.errors import ConfigError, DrsvcError, RequestMismatchError
@@ -61,6 +65,8 @@ class MoveRequest:
     expect_kind: FailoverKind | None = None
     #: run only if the application's active document still has this epoch (the dry run's)
     expect_epoch: int | None = None
+    #: who asked (the token's name and role)
+    caller: Caller | None = None
 
 
 class ApiService:
@@ -77,6 +83,7 @@ class ApiService:
         probe_timeout_s: float = 2.0,
         status_timeout_s: float = 10.0,
         answer_within_s: float = 60.0,
+        exposure_ttl_s: float = 10.0,
     ) -> None:
         self.topology = topology
         self._bootstraps = dict(bootstraps)
@@ -92,6 +99,7 @@ class ApiService:
         self._status_timeout_s = status_timeout_s
         self._answer_within_s = answer_within_s
         self.events = EventLog()
+        self._exposure = ExposureCache(exposure_ttl_s)
         self._running: list[threading.Thread] = []
         self.migrations = MigrationService(
             topology,
@@ -174,17 +182,42 @@ class ApiService:
 
     # -- applications ----------------------------------------------------------------------------
 
-    def apps(self, exposure: bool = True) -> dict[str, Any]:
+    def apps(self, exposure: bool = False) -> dict[str, Any]:
         executor = self._executor()
         names = executor.application_names()
         return {
             "controller_leader": self.controller_leader(),
-            "apps": [app_document(executor, name, exposure=exposure) for name in names],
+            "apps": [self._app_document(executor, name, exposure) for name in names],
         }
 
-    def app(self, name: str, exposure: bool = True) -> dict[str, Any]:
+    def app(self, name: str, exposure: bool = False) -> dict[str, Any]:
         self.application(name)
-        return app_document(self._executor(), name, exposure=exposure)
+        return self._app_document(self._executor(), name, exposure)
+
+    def _app_document(
+        self, executor: FailoverExecutor, name: str, exposure: bool
+    ) -> dict[str, Any]:
+        """The application's page, read now; with ``exposure``, the groups' exposure as last
+        computed for the same active cluster and epoch (at most the cache's time to live ago),
+        with its time and age."""
+        current = app_document(executor, name, exposure=False)
+        if not exposure:
+            return current
+
+        def compute() -> tuple[tuple[Any, Any], dict[str, Any]]:
+            document = app_document(executor, name, exposure=True)
+            return (document["active"], document["epoch"]), document
+
+        answer = self._exposure.get(name, (current["active"], current["epoch"]), compute)
+        # computed now: the whole page is as fresh as the exposure; from the cache: the page
+        # read now, with the kept groups (computed for the same active cluster and epoch)
+        document = answer.entry.document if answer.computed_now else current
+        return {
+            **document,
+            "groups": answer.entry.document["groups"],
+            "exposure_as_of_ms": answer.entry.as_of_ms,
+            "exposure_age_s": round(answer.age_s, 3),
+        }
 
     def group(self, app_name: str, group: str) -> dict[str, Any]:
         """The group's checkpoints per partition on every flow out of the application's
@@ -273,6 +306,15 @@ class ApiService:
             epoch = executor.active(app).epoch
             plan, targets, note = executor.preview(failover_request)
             return 200, {**plan_document(plan, targets, note), "epoch": epoch}
+        if request.caller is not None:
+            log.info(
+                "%s of %s to %s asked by %s (%s)",
+                "failback" if request.failback else "failover",
+                app.name,
+                to,
+                request.caller.name,
+                request.caller.role.value,
+            )
         if request.request_id is None:
             running = executor.running(app)
             if running is not None:
@@ -319,7 +361,8 @@ class ApiService:
                     failed["error"] = err
                     answered.set()
 
-        thread = threading.Thread(target=run, name=f"failover-{request.app}", daemon=True)
+        # not a daemon: the interpreter must not end a failover between two of its steps
+        thread = threading.Thread(target=run, name=f"failover-{request.app}", daemon=False)
         thread.start()
         self._running = [t for t in self._running if t.is_alive()] + [thread]
         if not answered.wait(self._answer_within_s):
@@ -333,11 +376,17 @@ class ApiService:
             raise failed["error"]
         return created["record"]
 
-    def wait_events(self, after: int, wait_s: float) -> list[Event]:
-        executor = self._executor()
-        return self.events.wait(
-            after, wait_s, lambda: self.events.note(executor.records()), time.sleep
-        )
+    def refresh_events(self) -> None:
+        """Take the steps recorded since the last refresh into :attr:`events`."""
+        self.events.note(self._executor().records())
 
     def running_threads(self) -> int:
         return sum(t.is_alive() for t in self._running)
+
+    def join_failovers(self, timeout_s: float) -> list[str]:
+        """Wait up to ``timeout_s`` in all for the failovers running on this process's threads;
+        the names of those still running after it."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._running):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [t.name for t in self._running if t.is_alive()]

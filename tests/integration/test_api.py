@@ -101,8 +101,10 @@ def api(cluster_pair: EnvironmentInfo, tmp_path_factory: pytest.TempPathFactory)
         wait_for_remote_copies(bootstraps, topic)
         with log.open("w") as out:
             proc = subprocess.Popen(
+                # reads open, as the dashboard test expects data before a token is typed;
+                # protected reads and viewer tokens are covered by tests/unit/api
                 [sys.executable, "-m", "drsvc.cli.main", "api", "-t", str(topology),
-                 "--port", str(port), "-v"],
+                 "--port", str(port), "--public-reads", "-v"],
                 env={**os.environ, **env, "DRSVC_API_TOKEN": TOKEN},
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
@@ -240,9 +242,15 @@ def test_failover_through_the_api_then_failback_through_the_cli(api: Api) -> Non
     code, back, err = api.cli("failback", "--app", "app", "--json")
     assert code == 0, err
     assert set(back) == set(done)  # the same record shape, whichever way it was started
-    events = api.get("/v1/events").json()
-    steps = [(e["failover_id"], e["step"]) for e in events["events"]]
-    assert (started["id"], "activate") in steps and (back["id"], "activate") in steps
+    events: dict[str, Any] = {}
+
+    def both_activated() -> bool:
+        # an event is handed out once it is a moment old (docs/api.md): poll until it is
+        events.update(api.get("/v1/events").json())
+        steps = {(e["failover_id"], e["step"]) for e in events["events"]}
+        return (started["id"], "activate") in steps and (back["id"], "activate") in steps
+
+    wait_until(both_activated, 30, "both failovers' activate steps among the events")
     later = api.get("/v1/events", params={"after": events["last_id"], "wait_s": 1}).json()
     assert later == {"events": [], "last_id": events["last_id"]}
 

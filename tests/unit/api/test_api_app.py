@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from drsvc.api.app import create_app
-from drsvc.api.auth import ApiAuth, load_token
+from drsvc.api.auth import ApiAuth, Caller, Role, load_token
 from drsvc.api.events import EventLog
 from drsvc.api.problems import ApiProblem
 from drsvc.api.reference import openapi_document, reference_markdown
@@ -26,6 +26,7 @@ class FakeService:
         self.moves: list[MoveRequest] = []
         self.fail_with: Exception | None = None
         self.events = EventLog()
+        self.refreshes = 0
 
     def _maybe_fail(self) -> None:
         if self.fail_with is not None:
@@ -42,10 +43,10 @@ class FakeService:
     def flows(self) -> dict[str, Any]:
         return {"flows": []}
 
-    def apps(self, exposure: bool = True) -> dict[str, Any]:
-        return {"controller_leader": None, "apps": []}
+    def apps(self, exposure: bool = False) -> dict[str, Any]:
+        return {"controller_leader": None, "apps": [], "exposure": exposure}
 
-    def app(self, name: str, exposure: bool = True) -> dict[str, Any]:
+    def app(self, name: str, exposure: bool = False) -> dict[str, Any]:
         if name != "orders":
             raise ApiProblem(404, "not_found", f"no application {name!r}")
         return {"app": name}
@@ -66,14 +67,14 @@ class FakeService:
             return 200, {"dry_run": True}
         return 202, {"id": "f-1", "state": "running"}
 
-    def wait_events(self, after: int, wait_s: float) -> list[Any]:
-        return self.events.after(after)
+    def refresh_events(self) -> None:
+        self.refreshes += 1
 
 
 def client(
-    service: FakeService, token: str | None = TOKEN, protect_reads: bool = False
+    service: FakeService, token: str | None = TOKEN, public_reads: bool = False
 ) -> TestClient:
-    app = create_app(service, ApiAuth(token, protect_reads))  # type: ignore[arg-type]
+    app = create_app(service, ApiAuth.of(token, public_reads=public_reads))  # type: ignore[arg-type]
     return TestClient(app, raise_server_exceptions=False)
 
 
@@ -81,11 +82,35 @@ def bearer(token: str = TOKEN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def test_health_and_reads_need_no_token_by_default() -> None:
+def test_reads_need_a_token_by_default_and_the_probes_and_pages_do_not() -> None:
     c = client(FakeService())
     assert c.get("/healthz").json() == {"status": "ok"}
+    assert c.get("/readyz").status_code == 200
+    for page in ("/dashboard", "/static/dashboard.js", "/static/dashboard.css", "/openapi.json"):
+        assert c.get(page).status_code == 200, page
+    for read in ("/v1/apps", "/v1/apps/orders", "/v1/events", "/metrics"):
+        refused = c.get(read)
+        assert refused.status_code == 401, read
+        assert refused.json()["error"]["code"] == "unauthorized"
+    assert c.get("/v1/apps/orders", headers=bearer()).json() == {"app": "orders"}
+    assert c.get("/metrics", headers=bearer()).status_code == 200
+
+
+def test_public_reads_open_the_reads_only() -> None:
+    service = FakeService()
+    c = client(service, public_reads=True)
     assert c.get("/v1/apps").status_code == 200
     assert c.get("/v1/apps/orders").json() == {"app": "orders"}
+    assert c.get("/v1/apps", headers=bearer("x" * 20)).status_code == 200  # a bad token: public
+    assert c.post("/v1/apps/orders/failover", json={"to": "west"}).status_code == 401
+    assert service.moves == []
+
+
+def test_exposure_is_off_unless_asked_for() -> None:
+    c = client(FakeService())
+    assert c.get("/v1/apps", headers=bearer()).json()["exposure"] is False
+    asked = c.get("/v1/apps", params={"exposure": True}, headers=bearer())
+    assert asked.json()["exposure"] is True
 
 
 def test_a_failover_needs_the_token() -> None:
@@ -103,7 +128,10 @@ def test_a_failover_needs_the_token() -> None:
     )
     assert ok.status_code == 202
     assert ok.headers["Location"] == "/v1/failovers/f-1"
-    assert service.moves == [MoveRequest("orders", "west", False, False, "r1", failback=False)]
+    caller = Caller("default", Role.OPERATOR)
+    assert service.moves == [
+        MoveRequest("orders", "west", False, False, "r1", failback=False, caller=caller)
+    ]
 
 
 def test_without_a_configured_token_changes_are_refused() -> None:
@@ -113,12 +141,9 @@ def test_without_a_configured_token_changes_are_refused() -> None:
     assert answer.status_code == 403
     assert "no API token is configured" in answer.json()["error"]["message"]
     assert service.moves == []
-
-
-def test_protected_reads() -> None:
-    c = client(FakeService(), protect_reads=True)
-    assert c.get("/v1/apps").status_code == 401
-    assert c.get("/v1/apps", headers=bearer()).status_code == 200
+    read = c.get("/v1/apps", headers=bearer())
+    assert read.status_code == 403
+    assert "reads through the API are disabled" in read.json()["error"]["message"]
     assert c.get("/healthz").status_code == 200  # probes of the orchestrator stay open
 
 
@@ -158,13 +183,14 @@ def test_malformed_json_gets_400() -> None:
 def test_errors_have_one_shape_and_the_right_codes() -> None:
     service = FakeService()
     c = client(service)
-    unknown = c.get("/v1/apps/nope")
+    unknown = c.get("/v1/apps/nope", headers=bearer())
     assert unknown.status_code == 404
     assert unknown.json() == {
         "error": {"status": 404, "code": "not_found", "message": "no application 'nope'"}
     }
-    assert c.get("/v1/no-such-route").json()["error"]["code"] == "not_found"
-    assert c.delete("/v1/apps").json()["error"]["status"] == 405
+    assert c.get("/v1/no-such-route", headers=bearer()).json()["error"]["code"] == "not_found"
+    assert c.get("/no-such-page").json()["error"]["code"] == "not_found"
+    assert c.delete("/v1/apps", headers=bearer()).json()["error"]["status"] == 405
     service.fail_with = CoordinatorUnavailableError("Consul at 127.0.0.1:1: refused", delay=3)
     down = c.get("/readyz")
     assert down.status_code == 503 and down.headers["Retry-After"] == "3"
@@ -174,7 +200,7 @@ def test_errors_have_one_shape_and_the_right_codes() -> None:
     assert refused.status_code == 409
     assert "already active on west" in refused.json()["error"]["message"]
     service.fail_with = RuntimeError("boom")
-    crashed = c.get("/v1/clusters")
+    crashed = c.get("/v1/clusters", headers=bearer())
     assert crashed.status_code == 500
     assert "boom" not in crashed.text  # internals stay in the log
 
@@ -185,14 +211,32 @@ def test_the_token_never_appears_in_answers(caplog: pytest.LogCaptureFixture) ->
         answer = c.post("/v1/apps/orders/failover", json={"to": "west"}, headers=headers)
         assert TOKEN not in answer.text
     assert TOKEN not in caplog.text
-    assert TOKEN not in repr(ApiAuth(TOKEN))
+    assert TOKEN not in repr(ApiAuth.of(TOKEN))
 
 
 def test_metrics_count_requests_by_route() -> None:
     c = client(FakeService())
+    c.get("/v1/apps/orders", headers=bearer())
     c.get("/v1/apps/orders")
-    text = c.get("/metrics").text
+    text = c.get("/metrics", headers=bearer()).text
     assert 'drsvc_api_requests_total{method="GET",route="/v1/apps/{app}",status="200"}' in text
+    # refused before any route ran: counted all the same
+    assert 'drsvc_api_requests_total{method="GET",route="unmatched",status="401"}' in text
+
+
+def test_invented_methods_are_counted_as_one_other_series() -> None:
+    c = client(FakeService())
+    for n in range(200):
+        c.request(f"BREW{n}", "/v1/apps", headers=bearer())
+    text = c.get("/metrics", headers=bearer()).text
+    assert "BREW" not in text
+    other = [
+        line
+        for line in text.splitlines()
+        if line.startswith("drsvc_api_requests_total{") and 'method="other"' in line
+    ]
+    assert len(other) == 1, other
+    assert float(other[0].rsplit(" ", 1)[1]) >= 200
 
 
 def test_openapi_document_lists_every_route() -> None:
@@ -230,10 +274,8 @@ def test_token_file(tmp_path: Path) -> None:
 
 
 def test_auth_settings_are_checked() -> None:
-    with pytest.raises(ConfigError, match="without a token"):
-        ApiAuth(None, protect_reads=True)
     with pytest.raises(ConfigError, match="too short"):
-        ApiAuth("short")
+        ApiAuth.of("short")
 
 
 def test_the_committed_api_reference_is_up_to_date() -> None:

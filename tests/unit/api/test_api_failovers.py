@@ -40,7 +40,7 @@ class World:
             self.store,
             ConsulClient("127.0.0.1:1"),  # never asked: no readiness or migration here
         )
-        self.api = TestClient(create_app(self.service, ApiAuth(TOKEN)))
+        self.api = TestClient(create_app(self.service, ApiAuth.of(TOKEN)), headers=AUTH)
 
     def executor(self) -> FailoverExecutor:
         return executor_on(TOPOLOGY, self.store, self.clusters, self.clock)

@@ -3,6 +3,9 @@ answers, which executor it asks (a fake executor: the real one's rules have thei
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +77,9 @@ class FakeExecutor:
 
 
 def _client(service: ApiService) -> TestClient:
-    return TestClient(create_app(service, ApiAuth(TOKEN)), raise_server_exceptions=False)
+    return TestClient(
+        create_app(service, ApiAuth.of(TOKEN)), raise_server_exceptions=False, headers=AUTH
+    )
 
 
 def _service(**factories: Any) -> ApiService:
@@ -189,3 +194,40 @@ def test_dry_runs_and_failovers_probe_as_failovers_and_reads_as_reads() -> None:
     api.post("/v1/apps/orders/failover", json={"to": "west", "dry_run": True}, headers=AUTH)
     api.post("/v1/apps/orders/failover", json={"to": "west"}, headers=AUTH)
     assert built == ["reads", "moves", "moves"]
+
+
+@dataclass
+class BlockingExecutor(FakeExecutor):
+    """A failover that runs on until it is let go."""
+
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, request: FailoverRequest, on_created: Any = None) -> FailoverRecord:
+        record = FailoverRecord(_plan(request, "f-slow"))
+        on_created(record)
+        self.release.wait(30)
+        return record
+
+
+def test_failover_threads_are_not_daemons_and_are_joined_up_to_a_bound() -> None:
+    executor = BlockingExecutor()
+    service = _service(executor_factory=lambda: executor)
+    api = _client(service)
+    assert api.post("/v1/apps/orders/failover", json={"to": "west"}).status_code == 202
+    threads = [t for t in threading.enumerate() if t.name == "failover-orders"]
+    assert threads and not any(t.daemon for t in threads)  # waited for, never cut off
+    started = time.monotonic()
+    assert service.join_failovers(0.3) == ["failover-orders"]
+    assert 0.25 <= time.monotonic() - started < 5
+    executor.release.set()
+    assert service.join_failovers(10) == []
+    assert service.running_threads() == 0
+
+
+def test_the_caller_of_a_failover_is_logged_by_name_and_role_never_by_secret(
+    api: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="drsvc.api.service")
+    assert api.post("/v1/apps/orders/failover", json={"to": "west"}).status_code == 202
+    assert "failover of orders to west asked by default (operator)" in caplog.text
+    assert TOKEN not in caplog.text

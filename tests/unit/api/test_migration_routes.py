@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth
+from drsvc.api.events import EventLog
 from drsvc.api.problems import ApiProblem
 from drsvc.errors import RefusedError
 
@@ -61,11 +62,16 @@ class FakeMigrations:
 class FakeService:
     def __init__(self) -> None:
         self.migrations = FakeMigrations()
+        self.events = EventLog()
+
+    def refresh_events(self) -> None:
+        pass
 
 
-def _client(service: FakeService) -> TestClient:
-    app = create_app(service, ApiAuth(TOKEN))  # type: ignore[arg-type]
-    return TestClient(app, raise_server_exceptions=False)
+def _client(service: FakeService, signed_in: bool = True) -> TestClient:
+    """A client that sends the token on every request (reads need it), or none."""
+    app = create_app(service, ApiAuth.of(TOKEN))  # type: ignore[arg-type]
+    return TestClient(app, raise_server_exceptions=False, headers=AUTH if signed_in else None)
 
 
 def test_reads_and_unknown_migrations() -> None:
@@ -82,7 +88,7 @@ def test_reads_and_unknown_migrations() -> None:
 
 def test_changes_need_the_token() -> None:
     service = FakeService()
-    web = _client(service)
+    web = _client(service, signed_in=False)
     for path in ("start", "finish", "verify"):
         assert web.post(f"/v1/migrations/to-west/{path}").status_code == 401
     assert web.post("/v1/migrations/to-west/start", headers={"Authorization": "Bearer x" * 4}
