@@ -810,7 +810,7 @@ def check(
     actions: tuple[SlotAction, ...],
     now: float,
 ) -> None:
-    """The properties of one step, updating ``model`` (and ``backoff``, the reference bookkeeping)."""
+    """The properties of one step, updating ``model`` (and ``backoff``, the reference)."""
     kinds = {type(action) for action in actions}
     assert Refused not in kinds  # a synchronous driver only answers what was asked
     follow_event(model, backoff, before, event, kinds)
