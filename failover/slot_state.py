@@ -22,7 +22,8 @@ with an event, sent at once (the mode is synchronous): :class:`TakeSlot` with :c
 :class:`TransactionBegun` first when it had to begin a transaction itself); :class:`AskOwner` with
 :class:`OwnerAnswered`. Events from a producer or lanes of an earlier incarnation of the slot (a
 late delivery report of a dropped producer) must not reach the state of the current one: the mode
-routes by incarnation, as today's reports reach a discarded ``Slot`` object.
+routes by incarnation: each taking of a slot is its own object, and a report of an earlier one is
+dropped.
 
 The transitions
 ===============
@@ -921,7 +922,7 @@ def _schedule_retake(state: SlotState, kind: SlotFailure, now: float, policy: Sl
 def _retake_later(
     state: SlotState, kind: SlotFailure, now: float, policy: SlotPolicy
 ) -> tuple[SlotState, float]:
-    """One more failure in a row: wait its backoff (the delays of ``RetakeBackoff``)."""
+    """One more failure in a row: wait its backoff (:class:`~failover.slots.RetakeDelays`)."""
     failures = state.failures_in_a_row + 1
     at = now + policy.retake.delay_s(kind, failures)
     return SlotState(Waiting(at, kind), failures), at

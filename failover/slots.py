@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from failover import naming
@@ -185,8 +185,14 @@ def classify_failure(
 @dataclass(frozen=True)
 class RetakeDelays:
     """How long a failed slot waits before it is taken again, by failure kind and by the number of
-    failures in a row (pure and immutable: :mod:`failover.slot_state` keeps the count in its state,
-    :class:`RetakeBackoff` per slot number). See :class:`RetakeBackoff` for the reasons."""
+    failures in a row (:mod:`failover.slot_state` keeps the count in each slot's state; a
+    committed transaction resets it).
+
+    A takeover waits ``taken_over_s`` (a worker that was paused learns meanwhile that it lost the
+    slot, instead of fencing the new owner). A coordinator timeout retakes promptly: the slot is
+    ours and waiting only lets the backlog grow; the delay starts at ``timeout_first_s`` and
+    doubles with every failure in a row up to ``timeout_max_s``. Other failures back off from
+    ``failed_first_s`` up to ``failed_max_s``."""
 
     taken_over_s: float = 15.0
     timeout_first_s: float = 0.1
@@ -204,45 +210,3 @@ class RetakeDelays:
         if kind is SlotFailure.TRANSACTION_TIMED_OUT:
             return min(self.timeout_max_s, self.timeout_first_s * growth)
         return min(self.failed_max_s, self.failed_first_s * growth)
-
-
-@dataclass
-class RetakeBackoff:
-    """When to take a failed slot again, per slot (pure: the caller passes the time).
-
-    A takeover waits ``taken_over_s`` (a worker that was paused learns meanwhile that it lost the
-    slot, instead of fencing the new owner). A coordinator timeout retakes promptly: the slot is
-    ours and waiting only lets the backlog grow; the delay starts at ``timeout_first_s`` and
-    doubles with every failure in a row up to ``timeout_max_s``. Other failures back off from
-    ``failed_first_s`` up to ``failed_max_s``. A committed transaction resets the count.
-    """
-
-    taken_over_s: float = 15.0
-    timeout_first_s: float = 0.1
-    timeout_max_s: float = 5.0
-    failed_first_s: float = 0.5
-    failed_max_s: float = 30.0
-    _in_a_row: dict[int, int] = field(default_factory=dict)
-
-    def failed(self, slot: int, kind: SlotFailure, now: float) -> float:
-        """Note a failure of ``slot``; return when (on the caller's clock) to take it again."""
-        count = self._in_a_row.get(slot, 0) + 1
-        self._in_a_row[slot] = count
-        return now + self.delays().delay_s(kind, count)
-
-    def delays(self) -> RetakeDelays:
-        """The same timings, without the per-slot count."""
-        return RetakeDelays(
-            self.taken_over_s,
-            self.timeout_first_s,
-            self.timeout_max_s,
-            self.failed_first_s,
-            self.failed_max_s,
-        )
-
-    def succeeded(self, slot: int) -> None:
-        """A transaction of ``slot`` committed: the next failure starts from the first delay."""
-        self._in_a_row.pop(slot, None)
-
-    def failures_in_a_row(self, slot: int) -> int:
-        return self._in_a_row.get(slot, 0)

@@ -244,6 +244,8 @@ class ReplicationEngine:
                 self.delivery.shutdown()
             finally:
                 try:
+                    # What the mode asked for on its way out concerns lanes that are gone now.
+                    self._effects.clear()
                     self.lanes.clear()
                     self.consumer.close()
                 finally:

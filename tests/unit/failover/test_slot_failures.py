@@ -7,7 +7,7 @@ import pytest
 
 from failover.errors import PolicyError
 from failover.keepalive import LastCopy
-from failover.slots import RetakeBackoff, SlotFailure, SlotProgress, classify_failure
+from failover.slots import RetakeDelays, SlotFailure, SlotProgress, classify_failure
 
 TIMEOUT_S = 20.0
 
@@ -52,41 +52,23 @@ class FakeClock:
 
 
 def test_a_timed_out_slot_is_taken_again_promptly_with_a_growing_backoff() -> None:
-    clock = FakeClock()
-    backoff = RetakeBackoff(taken_over_s=15.0, timeout_first_s=0.1, timeout_max_s=2.0)
-    delays = []
-    for _ in range(7):
-        at = backoff.failed(3, SlotFailure.TRANSACTION_TIMED_OUT, clock.now)
-        delays.append(round(at - clock.now, 6))
-        clock.now = at
-    assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
-    assert max(delays) < 15.0
-
-
-def test_a_commit_resets_the_backoff() -> None:
-    clock = FakeClock()
-    backoff = RetakeBackoff(timeout_first_s=0.1)
-    for _ in range(4):
-        backoff.failed(1, SlotFailure.TRANSACTION_TIMED_OUT, clock.now)
-    assert backoff.failures_in_a_row(1) == 4
-    backoff.succeeded(1)
-    assert backoff.failures_in_a_row(1) == 0
-    assert backoff.failed(1, SlotFailure.TRANSACTION_TIMED_OUT, clock.now) == clock.now + 0.1
+    delays = RetakeDelays(taken_over_s=15.0, timeout_first_s=0.1, timeout_max_s=2.0)
+    waits = [delays.delay_s(SlotFailure.TRANSACTION_TIMED_OUT, n) for n in range(1, 8)]
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
+    assert max(waits) < 15.0
 
 
 def test_only_a_takeover_waits_the_long_delay() -> None:
-    clock = FakeClock()
-    backoff = RetakeBackoff(taken_over_s=15.0, failed_first_s=0.5, failed_max_s=30.0)
-    assert backoff.failed(2, SlotFailure.TAKEN_OVER, clock.now) == clock.now + 15.0
-    assert backoff.failed(4, SlotFailure.FAILED, clock.now) == clock.now + 0.5
-    assert backoff.failed(5, SlotFailure.TRANSACTION_TIMED_OUT, clock.now) == clock.now + 0.1
+    delays = RetakeDelays(taken_over_s=15.0, failed_first_s=0.5, failed_max_s=30.0)
+    assert delays.delay_s(SlotFailure.TAKEN_OVER, 1) == 15.0
+    assert delays.delay_s(SlotFailure.TAKEN_OVER, 9) == 15.0  # never grows, never shrinks
+    assert delays.delay_s(SlotFailure.FAILED, 1) == 0.5
+    assert delays.delay_s(SlotFailure.FAILED, 20) == 30.0
+    assert delays.delay_s(SlotFailure.TRANSACTION_TIMED_OUT, 1) == 0.1
 
 
-def test_slots_back_off_independently() -> None:
-    backoff = RetakeBackoff(timeout_first_s=0.1)
-    for _ in range(5):
-        backoff.failed(1, SlotFailure.TRANSACTION_TIMED_OUT, 0.0)
-    assert backoff.failed(2, SlotFailure.TRANSACTION_TIMED_OUT, 0.0) == 0.1
+def test_the_doubling_stops_before_a_float_overflows() -> None:
+    assert RetakeDelays().delay_s(SlotFailure.FAILED, 5000) == 30.0
 
 
 def test_progress_carries_the_last_copy() -> None:

@@ -61,11 +61,41 @@ from failover.slot_state import (
     producer_ready,
     step,
 )
-from failover.slots import RetakeBackoff, RetakeDelays, SlotFailure
+from failover.slots import RetakeDelays, SlotFailure
 
 DELAYS = RetakeDelays(
     taken_over_s=15.0, timeout_first_s=0.1, timeout_max_s=5.0, failed_first_s=0.5, failed_max_s=30.0
 )
+
+
+class ReferenceBackoff:
+    """The retake bookkeeping the machine must agree with, kept the plain way: a count of
+    failures in a row per slot, reset by a commit, and each kind's delay written out."""
+
+    def __init__(self, delays: RetakeDelays) -> None:
+        self.delays = delays
+        self.in_a_row: dict[int, int] = {}
+
+    def failed(self, slot: int, kind: SlotFailure, now: float) -> float:
+        count = self.in_a_row.get(slot, 0) + 1
+        self.in_a_row[slot] = count
+        d = self.delays
+        if kind is SlotFailure.TAKEN_OVER:
+            return now + d.taken_over_s
+        first, most = (
+            (d.timeout_first_s, d.timeout_max_s)
+            if kind is SlotFailure.TRANSACTION_TIMED_OUT
+            else (d.failed_first_s, d.failed_max_s)
+        )
+        return now + min(most, first * 2 ** min(count - 1, 16))
+
+    def succeeded(self, slot: int) -> None:
+        self.in_a_row.pop(slot, None)
+
+    def failures_in_a_row(self, slot: int) -> int:
+        return self.in_a_row.get(slot, 0)
+
+
 POLICY = SlotPolicy(
     transaction_interval_s=0.2,
     transaction_max_records=10,
@@ -773,14 +803,14 @@ class Model:
 
 def check(
     model: Model,
-    backoff: RetakeBackoff,
+    backoff: ReferenceBackoff,
     before: SlotState,
     event: Event,
     state: SlotState,
     actions: tuple[SlotAction, ...],
     now: float,
 ) -> None:
-    """The properties of one step, updating ``model`` (and ``backoff``, today's bookkeeping)."""
+    """The properties of one step, updating ``model`` (and ``backoff``, the reference)."""
     kinds = {type(action) for action in actions}
     assert Refused not in kinds  # a synchronous driver only answers what was asked
     follow_event(model, backoff, before, event, kinds)
@@ -802,7 +832,7 @@ def check(
 
 def follow_event(
     model: Model,
-    backoff: RetakeBackoff,
+    backoff: ReferenceBackoff,
     before: SlotState,
     event: Event,
     kinds: set[type[SlotAction]],
@@ -829,7 +859,7 @@ def follow_event(
 
 
 def follow_actions(
-    model: Model, backoff: RetakeBackoff, actions: tuple[SlotAction, ...], now: float
+    model: Model, backoff: ReferenceBackoff, actions: tuple[SlotAction, ...], now: float
 ) -> None:
     for action in actions:
         match action:
@@ -857,7 +887,7 @@ def follow_actions(
                 if after is None:
                     assert at == now
                 else:
-                    assert at == backoff.failed(0, after, now)  # today's RetakeBackoff
+                    assert at == backoff.failed(0, after, now)  # the reference bookkeeping
                 model.retake_at = at
             case ReportFailure():
                 assert any(isinstance(a, Release) for a in actions)
@@ -902,7 +932,7 @@ def answers(
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_properties_hold_when_driven_like_the_mode(data: st.DataObject) -> None:
-    state, model, backoff, clock = SlotState(), Model(), RetakeBackoff(**vars(DELAYS)), FakeClock()
+    state, model, backoff, clock = SlotState(), Model(), ReferenceBackoff(DELAYS), FakeClock()
     pending: list[tuple[float, Event]] = []
     for _ in range(data.draw(st.integers(1, 80))):
         if pending:

@@ -813,7 +813,7 @@ def test_a_late_report_of_a_slot_taken_again_never_fails_the_new_taking() -> Non
 
     def take_again() -> None:
         number = min(mode.owned_slots)
-        first = mode._slots[number]  # noqa: SLF001 (the wiring under test)
+        first = mode._slots[number]
         seen["number"], seen["lane"] = number, next(iter(first.lanes.values())).lane
         flow.engine.delivery.skip_below([(seen["lane"], seen["lane"].progress.next_offset)])
 
@@ -823,7 +823,7 @@ def test_a_late_report_of_a_slot_taken_again_never_fails_the_new_taking() -> Non
         mode.on_delivery(seen["lane"], 0, report, None)  # type: ignore[arg-type]
         mode.refused(seen["lane"], 0, 0, report)
         seen["failed"] = (failed, flow.engine.stats.transactions_failed)
-        seen["state"] = mode._states[seen["number"]]  # noqa: SLF001
+        seen["state"] = mode._states[seen["number"]]
 
     flow.run(
         (lambda: bool(mode.owned_slots) and flow.engine.stats.records_copied >= 10, take_again),
