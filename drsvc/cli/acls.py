@@ -13,11 +13,10 @@ from typing import Annotated
 import typer
 
 from drsvc.errors import ConfigError
+from drsvc.runtime.access.grants import consul_policy, kafka_grants
 from drsvc.topology.loader import load_topology
-from drsvc.topology.models import Topology
-from failover.consul_policies import ROLE_ALIASES, role_rules
-from failover.errors import PolicyError
-from failover.kafka_acls import ROLES, Grant, Permission, Role, role_grants
+from failover.consul_policies import ROLE_ALIASES
+from failover.kafka_acls import ROLES, Grant, Permission, Role
 
 #: the role names ``--role`` takes: drsvc's ACL roles, and the controller and the API, which run
 #: as the executor
@@ -68,7 +67,7 @@ def plan(
         topology.cluster(cluster)  # an unknown alias is a ConfigError naming the known ones
     clusters = [cluster] if cluster is not None else sorted(topology.clusters)
     for alias in clusters:
-        grants = _grants(topology, acl_role, alias, app_name)
+        grants = kafka_grants(topology, acl_role, alias, app_name)
         typer.echo(f"# Kafka ACLs of {role} on cluster {alias} ({len(grants)} grants)")
         for grant in grants:
             typer.echo(kafka_acls_line(grant, alias))
@@ -76,7 +75,7 @@ def plan(
     apps = [app_name] if app_name is not None else [a.name for a in topology.applications]
     for name in apps if acl_role == "application" else [None]:
         typer.echo(f"# Consul policy of {role}" + (f" {name}" if name else ""))
-        typer.echo(_rules(topology, role, name), nl=False)
+        typer.echo(consul_policy(topology, role, name), nl=False)
 
 
 def kafka_acls_line(grant: Grant, cluster: str) -> str:
@@ -124,17 +123,3 @@ def _acl_role(role: str) -> Role:
         if known == name:
             return known
     raise ConfigError(f"unknown role {role!r} (roles: {', '.join(ROLE_NAMES)})")
-
-
-def _grants(topology: Topology, role: Role, cluster: str, app: str | None) -> tuple[Grant, ...]:
-    try:
-        return role_grants(topology, role, cluster, application=app)
-    except PolicyError as err:
-        raise ConfigError(f"topology '{topology.name}': {err}") from err
-
-
-def _rules(topology: Topology, role: str, app: str | None) -> str:
-    try:
-        return role_rules(topology, role, application=app)
-    except PolicyError as err:
-        raise ConfigError(f"topology '{topology.name}': {err}") from err

@@ -39,7 +39,11 @@ def _binding(grant: Grant) -> AclBinding:
 
 
 def create_acls(
-    admin: AdminClient, grants: Iterable[Grant], *, cluster: str | None = None, timeout_s: float = 30.0
+    admin: AdminClient,
+    grants: Iterable[Grant],
+    *,
+    cluster: str | None = None,
+    timeout_s: float = 30.0,
 ) -> int:
     """Create every binding of ``grants``; return how many were asked for."""
     bindings = sorted({_binding(g) for g in grants}, key=str)
@@ -54,7 +58,11 @@ def create_acls(
 
 
 def delete_acls(
-    admin: AdminClient, grants: Iterable[Grant], *, cluster: str | None = None, timeout_s: float = 30.0
+    admin: AdminClient,
+    grants: Iterable[Grant],
+    *,
+    cluster: str | None = None,
+    timeout_s: float = 30.0,
 ) -> int:
     """Delete exactly the bindings of ``grants`` (each filter matches one binding); return how
     many bindings Kafka deleted."""
@@ -86,12 +94,13 @@ def principal_grants(
 ) -> list[Grant]:
     """Every binding of ``principal`` on the cluster of a kind drsvc grants (topics, groups,
     transactional ids)."""
+    # None matches any name and any host (the client's annotations say str only).
     query = AclBindingFilter(
         ResourceType.ANY,
-        None,
+        None,  # type: ignore[arg-type]
         ResourcePatternType.ANY,
         principal,
-        None,
+        None,  # type: ignore[arg-type]
         AclOperation.ANY,
         AclPermissionType.ANY,
     )

@@ -42,7 +42,7 @@ from drsvc.kafka.acls import create_acls
 from drsvc.kafka.admin import admin_client
 from drsvc.settings import Settings
 from drsvc.topology import load_topology_text
-from failover.kafka_acls import role_grants
+from drsvc.runtime.access.grants import kafka_grants
 from failover.naming import DEFAULT_CHECKPOINTS_TOPIC, app_active_key
 
 pytestmark = pytest.mark.timeout(900)
@@ -130,7 +130,9 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
         for role, principal in {**ROLE_PRINCIPALS, "application": APP_PRINCIPAL}.items():
             security = env.topology_security(principal)
             assert security is not None
-            clusters = {a: {"bootstrap_servers": b, "security": security} for a, b in bootstraps.items()}
+            clusters = {
+                a: {"bootstrap_servers": b, "security": security} for a, b in bootstraps.items()
+            }
             path = tmp / f"{role}.json"
             path.write_text(json.dumps(_document(name, topic, clusters), indent=2))
             topologies[role] = path
@@ -141,7 +143,7 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
             create(bootstrap, topic, 2, admin_settings)
             admin = admin_client(bootstrap, admin_settings)
             for role in (*ROLE_PRINCIPALS, "application"):
-                create_acls(admin, role_grants(topology, role, alias), cluster=alias)  # type: ignore[arg-type]
+                create_acls(admin, kafka_grants(topology, role, alias), cluster=alias)  # type: ignore[arg-type]
         estate = Estate(env, tmp, name, topic, bootstraps, info.consul_http_addr, topologies)
         yield estate
     finally:
@@ -160,7 +162,9 @@ def replicating(estate: Estate) -> Iterator[None]:
         yield
 
 
-def _move(estate: Estate, command: str, to: str | None, consumed: dict[str, list[bytes]]) -> dict[str, Any]:
+def _move(
+    estate: Estate, command: str, to: str | None, consumed: dict[str, list[bytes]]
+) -> dict[str, Any]:
     here = active_cluster(estate.consul, estate.name)
     assert here is not None
     for group, fraction in zip(GROUPS, (1.0, 0.5), strict=True):
@@ -211,9 +215,7 @@ def test_the_checkpoint_stream_runs_on_sasl_ssl(estate: Estate, replicating: Non
     """faust reads the offset syncs and writes checkpoints with the checkpoints principal's
     SCRAM credentials over TLS."""
     group = "g1"
-    consume_part(
-        estate.bootstraps["east"], group, [estate.topic], 1.0, estate.app_settings()
-    )
+    consume_part(estate.bootstraps["east"], group, [estate.topic], 1.0, estate.app_settings())
     agent = AgentProcess(
         estate.topologies["checkpoints"], estate.tmp / "checkpoints.log", estate.tmp / "cp-state"
     )
@@ -232,9 +234,7 @@ def test_the_checkpoint_stream_runs_on_sasl_ssl(estate: Estate, replicating: Non
         found: list[bytes] = []
 
         def checkpointed() -> bool:
-            found.extend(
-                m.key() or b"" for m in reader.consume(100, 0.5) if m.error() is None
-            )
+            found.extend(m.key() or b"" for m in reader.consume(100, 0.5) if m.error() is None)
             return any(group.encode() in k for k in found)
 
         try:

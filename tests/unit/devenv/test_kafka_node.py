@@ -114,5 +114,5 @@ def test_a_secured_site_without_its_settings_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_authorization_of_a_secured_site_cannot_be_overridden() -> None:
-    with pytest.raises(ConfigError, match="super.users"):
+    with pytest.raises(ConfigError, match=r"super\.users"):
         kafka_node.check_broker_overrides("east", {"super.users": "User:ANONYMOUS"})
