@@ -40,9 +40,9 @@ from drsvc.adapters.consul_client import ConsulClient
 from drsvc.devenv.environment import LocalEnvironment
 from drsvc.kafka.acls import create_acls
 from drsvc.kafka.admin import admin_client
+from drsvc.runtime.access.grants import kafka_grants
 from drsvc.settings import Settings
 from drsvc.topology import load_topology_text
-from drsvc.runtime.access.grants import kafka_grants
 from failover.naming import DEFAULT_CHECKPOINTS_TOPIC, app_active_key
 
 pytestmark = pytest.mark.timeout(900)
