@@ -1,19 +1,16 @@
 """Kafka ACL bindings through the admin API: create the grants a role needs
-(:func:`failover.kafka_acls.role_grants`), list and remove them.
+(:func:`failover.kafka_acls.role_grants`).
 
 Creating a binding that exists changes nothing (Kafka treats it as done), so applying the same
-grants again is safe; removing takes exactly the bindings named, never a broader filter, so a
-binding an operator made by hand is never touched.
+grants again is safe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
-    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -22,8 +19,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from drsvc.kafka.errors import translated
-from failover.kafka_acls import Grant, Operation, PatternType, Permission
-from failover.kafka_acls import ResourceType as GrantResource
+from failover.kafka_acls import Grant
 
 
 def _binding(grant: Grant) -> AclBinding:
@@ -55,74 +51,3 @@ def create_acls(
         with translated(f"creating the ACL {binding}", cluster):
             future.result(timeout=timeout_s)
     return len(bindings)
-
-
-def delete_acls(
-    admin: AdminClient,
-    grants: Iterable[Grant],
-    *,
-    cluster: str | None = None,
-    timeout_s: float = 30.0,
-) -> int:
-    """Delete exactly the bindings of ``grants`` (each filter matches one binding); return how
-    many bindings Kafka deleted."""
-    filters = [
-        AclBindingFilter(
-            ResourceType[g.resource_type.value],
-            g.resource_name,
-            ResourcePatternType[g.pattern_type.value],
-            g.principal,
-            g.host,
-            AclOperation[g.operation.value],
-            AclPermissionType[g.permission.value],
-        )
-        for g in dict.fromkeys(grants)
-    ]
-    if not filters:
-        return 0
-    deleted = 0
-    with translated("deleting ACLs", cluster):
-        futures = admin.delete_acls(filters, request_timeout=timeout_s)
-    for found_filter, future in futures.items():
-        with translated(f"deleting the ACL {found_filter}", cluster):
-            deleted += len(future.result(timeout=timeout_s))
-    return deleted
-
-
-def principal_grants(
-    admin: AdminClient, principal: str, *, cluster: str | None = None, timeout_s: float = 30.0
-) -> list[Grant]:
-    """Every binding of ``principal`` on the cluster of a kind drsvc grants (topics, groups,
-    transactional ids)."""
-    # None matches any name and any host (the client's annotations say str only).
-    query = AclBindingFilter(
-        ResourceType.ANY,
-        None,  # type: ignore[arg-type]
-        ResourcePatternType.ANY,
-        principal,
-        None,  # type: ignore[arg-type]
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-    with translated("listing ACLs", cluster):
-        found: list[Any] = admin.describe_acls(query, request_timeout=timeout_s).result(
-            timeout=timeout_s
-        )
-    grants = []
-    kinds = {r.value for r in GrantResource}
-    operations = {o.value for o in Operation}
-    for binding in found:
-        if binding.restype.name not in kinds or binding.operation.name not in operations:
-            continue
-        grants.append(
-            Grant(
-                resource_type=GrantResource(binding.restype.name),
-                pattern_type=PatternType(binding.resource_pattern_type.name),
-                resource_name=binding.name,
-                operation=Operation(binding.operation.name),
-                principal=binding.principal,
-                permission=Permission(binding.permission_type.name),
-                host=binding.host,
-            )
-        )
-    return grants

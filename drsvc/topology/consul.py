@@ -76,7 +76,23 @@ def _refuse_inline_token(data: Any) -> Any:
     return data
 
 
-class ConsulTokenRef(FrozenModel):
+class _HoldsTokenRef(FrozenModel):
+    """A model with ``token_file``/``token_env`` fields: never an inline token, and the file
+    relative to the topology file."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_token(cls, data: Any) -> Any:
+        return _refuse_inline_token(data)
+
+    # check_fields=False: the field is declared by each model that holds a token.
+    @field_validator("token_file", check_fields=False)
+    @classmethod
+    def _relative_to_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return resolve_path(value, info)
+
+
+class ConsulTokenRef(_HoldsTokenRef):
     """Where an ACL token is: a file (re-read when Consul refuses it, so it can be rotated) or
     an environment variable. Never the token itself."""
 
@@ -88,16 +104,6 @@ class ConsulTokenRef(FrozenModel):
     token_env: EnvVarName | None = Field(
         default=None, description="Environment variable holding the token."
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_inline_token(cls, data: Any) -> Any:
-        return _refuse_inline_token(data)
-
-    @field_validator("token_file")
-    @classmethod
-    def _relative_to_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return resolve_path(value, info)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ConsulTokenRef:
@@ -132,7 +138,7 @@ class ConsulTlsConfig(FrozenModel):
         return self
 
 
-class ConsulConfig(FrozenModel):
+class ConsulConfig(_HoldsTokenRef):
     """Defaults for reaching Consul; the CONSUL_* environment variables and
     DRSVC_CONSUL_HTTP_ADDR win over each of them."""
 
@@ -160,16 +166,6 @@ class ConsulConfig(FrozenModel):
         description="Tokens by role (replicator, checkpoints, executor, application), each a"
         " token_file or token_env; a role without one uses token_file or token_env.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_inline_token(cls, data: Any) -> Any:
-        return _refuse_inline_token(data)
-
-    @field_validator("token_file")
-    @classmethod
-    def _relative_to_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return resolve_path(value, info)
 
     @model_validator(mode="after")
     def _consistent(self) -> ConsulConfig:
