@@ -140,7 +140,9 @@ def test_reads(api: Api) -> None:
     assert [a["app"] for a in apps["apps"]] == ["app"]
     one = api.get("/v1/apps/app").json()
     assert (one["active"], one["epoch"] >= 0) == ("east", True)
-    assert {g["group"] for g in one["groups"]} == {"g1", "g2"}
+    assert one["groups"] == []  # exposure is computed only when asked for
+    exposed = api.get("/v1/apps/app?exposure=true").json()
+    assert {g["group"] for g in exposed["groups"]} == {"g1", "g2"}
     group = api.get("/v1/apps/app/groups/g1").json()
     assert group["group"] == "g1" and {f["flow"] for f in group["flows"]} >= {"east->west"}
     code, status, err = api.cli("status", "--json")

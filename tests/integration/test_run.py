@@ -122,6 +122,17 @@ def test_run_restarts_a_killed_worker_and_stops_cleanly(
         # The new worker may wait for the group to drop the killed member (its session timeout).
         wait_for(lambda: _copied(west, "east.run-orders") >= 800, 180, "records after the kill")
         assert run.proc.poll() is None, run.tail()
+        # The supervisor scrapes its workers every few seconds: a worker that copied everything
+        # within one interval is seen at the next scrape (its partitions' counters stay).
+        wait_for(
+            lambda: any(
+                not line.endswith("- copied")
+                for line in run.text().splitlines()
+                if "flow east->west: 1/1 workers" in line
+            ),
+            30,
+            "a flow summary with the worker's numbers",
+        )
     finally:
         code = run.stop()
 
