@@ -39,6 +39,7 @@ from drsvc.runtime.heartbeats.observer import HeartbeatObserver
 from drsvc.runtime.heartbeats.report import freshness_report
 from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.models import Application, Topology
+from failover import naming
 from failover.failover_plan import FailoverKind, FailoverRecord, FailoverRequest
 
 __all__ = ["ApiService", "MoveRequest"]
@@ -172,7 +173,7 @@ class ApiService:
 
     def _consul_health(self, alias: str) -> str | None:
         try:
-            entries = self._consul.service_health(f"kafka-{alias}")
+            entries = self._consul.service_health(naming.kafka_service(alias))
         except DrsvcError:
             return None
         if not entries:

@@ -48,6 +48,7 @@ from drsvc.kafka.admin import admin_client, wait_for_brokers
 from drsvc.kafka.credentials import upsert_scram_users
 from drsvc.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.settings import Settings
+from failover import naming
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 Progress = Callable[[str], None]
@@ -727,7 +728,7 @@ class LocalEnvironment:
             agent = state.consul_agent_of(alias) or agents[0]
             client = clients.setdefault(alias, ConsulClient(agent.http_addr))
             client.register_tcp_service(
-                f"kafka-{alias}",
+                naming.kafka_service(alias),
                 address=site.host,
                 ports=[n.broker_port for n in site.nodes],
                 tags=["drsvc", f"site-{alias}"],
@@ -737,7 +738,7 @@ class LocalEnvironment:
                 interval="1s",
             )
         deadline = time.monotonic() + 30.0
-        pending = [f"kafka-{a}" for a in aliases]
+        pending = [naming.kafka_service(a) for a in aliases]
         reader = ConsulClient(agents[0].http_addr)
         while pending:
             pending = [name for name in pending if not reader.service_passing(name)]
@@ -748,7 +749,7 @@ class LocalEnvironment:
                     f"Consul health checks of {', '.join(pending)} are not passing after 30s"
                 )
             time.sleep(0.5)
-        progress(f"consul: services {', '.join(f'kafka-{a}' for a in aliases)} healthy")
+        progress(f"consul: services {', '.join(naming.kafka_service(a) for a in aliases)} healthy")
 
     def stop_site(self, alias: str, grace_s: float = 20.0) -> int:
         """Stop the brokers of one site (a fault for tests and chaos); ``up`` restarts them."""

@@ -44,6 +44,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.errors import DrsvcError
+from failover import naming
 from failover.dr_decision import Observation
 from failover.heartbeats import Freshness
 
@@ -106,13 +107,13 @@ class ConsulHealth:
     def viewpoint(self, cluster: str) -> str | None:
         """``consul`` when ``kafka-<cluster>`` is registered with health checks (asks Consul;
         raises :class:`DrsvcError` when it cannot be reached), else None."""
-        entries = self._consul().service_health(f"kafka-{cluster}")
+        entries = self._consul().service_health(naming.kafka_service(cluster))
         checked = any(entry["Checks"] for entry in entries)
         return self.vantage if checked else None
 
     def __call__(self, cluster: str, now_s: float) -> Observation | None:
         try:
-            entries = self._consul().service_health(f"kafka-{cluster}")
+            entries = self._consul().service_health(naming.kafka_service(cluster))
         except DrsvcError as err:
             log.debug("consul health of %s: %s", cluster, err)
             return None  # Consul unreachable: this vantage says nothing

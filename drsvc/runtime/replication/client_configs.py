@@ -150,7 +150,7 @@ def judge_reader_config(s: WorkerSettings) -> dict[str, Any]:
     """The source consumer that reads records again to judge them by their epoch: assigned only
     (its group is never joined), never committing, and never copying."""
     return {
-        "group.id": f"{s.group_id}.judge",
+        "group.id": naming.judge_reader_group(s.source_alias, s.target_alias),
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
         "auto.offset.reset": "earliest",
