@@ -323,7 +323,8 @@ def test_start_with_a_partition_count_conflict_names_it_and_creates_nothing(
         ConsulCoordinator(address),
         ConsulClient(address),
     )  # fmt: skip
-    web = TestClient(create_app(service, ApiAuth.of(TOKEN, public_reads=True)), raise_server_exceptions=False)
+    api_app = create_app(service, ApiAuth.of(TOKEN, public_reads=True))
+    web = TestClient(api_app, raise_server_exceptions=False)
     auth = {"Authorization": f"Bearer {TOKEN}"}
     planned = web.get("/v1/migrations/to-west/plan").json()
     assert planned["conflicts"] == 1
