@@ -547,7 +547,11 @@ class ExactlyOnce:
         # Idle slots are picked before the due ones commit: a slot that commits now is no
         # idle candidate in the same pass.
         idle_check = now - self._idle_check_at >= IDLE_CHECK_S
-        idle = [slot for _, slot in sorted(self._slots.items()) if self._idle(slot)]
+        idle = (
+            [slot for _, slot in sorted(self._slots.items()) if self._idle(slot)]
+            if idle_check
+            else []
+        )
         for number in sorted(self._slots):
             self._step(number, CommitCheck())
         # Positions can move without records (aborted source transactions, markers): commit
