@@ -48,6 +48,7 @@ from drsvc.kafka.admin import admin_client, wait_for_brokers
 from drsvc.kafka.credentials import upsert_scram_users
 from drsvc.ports import allocate_ports, ensure_free, port_accepts
 from drsvc.settings import Settings
+from drsvc.topology.consul import ConsulRole
 from failover import naming
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
@@ -697,6 +698,19 @@ class LocalEnvironment:
         if not state.secure:
             return None
         return secure_env.topology_security(secure_env.secure_files(self.state_dir), principal)
+
+    def topology_consul(self, role: ConsulRole) -> dict[str, object] | None:
+        """A topology's ``consul:`` block for a process of ``role`` (the environment's Consul
+        address, its CA file and the role's token file) when the environment's Consul is secured;
+        None while it is not (a process then reaches it by address alone)."""
+        del role  # every role reaches an unsecured Consul the same way
+        return None
+
+    def consul_environment(self, role: ConsulRole) -> dict[str, str]:
+        """The ``CONSUL_HTTP_*`` variables that let a process of ``role`` (or Consul's own tools)
+        reach the environment's Consul; empty while it is not secured."""
+        del role
+        return {}
 
     def add_principal(self, principal: str) -> None:
         """A certificate and a SCRAM password for ``principal`` (an application's, say), set on

@@ -339,15 +339,19 @@ def active_cluster(consul: ConsulClient, namespace: str) -> str | None:
 
 
 def checkpoints_at(west: str, committed: dict[str, dict[tuple[str, int], int]]) -> bool:
-    """The newest checkpoint of every committed partition of both groups names its offset."""
+    """The newest checkpoint of every committed partition of both groups names its offset and
+    translates it (a stream whose sync follower has not applied the partition's syncs yet
+    honestly checkpoints it as unknown first)."""
     latest = {}
     for record in read_all(west, "east.checkpoints.internal"):
         if record.key is None or record.value is None:
             continue
         key = decode_key(record.key)
-        latest[(key.group, key.partition, decode_value(record.value).source_topic)] = decode_value(
-            record.value
-        ).source_offset
+        checkpoint = decode_value(record.value)
+        translated = checkpoint.target_offset is not None
+        latest[(key.group, key.partition, checkpoint.source_topic)] = (
+            checkpoint.source_offset if translated else None
+        )
     return all(
         latest.get((group, partition, topic)) == offset
         for group, offsets in committed.items()
