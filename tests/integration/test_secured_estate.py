@@ -18,6 +18,7 @@ its own token, named in its topology's ``consul:`` block and in Consul's own var
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -44,9 +45,11 @@ from replication_support import create, running_workers
 from drsvc.adapters.consul_access import resolve_consul_access
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.devenv.environment import LocalEnvironment
+from drsvc.errors import CredentialsRefusedError
 from drsvc.kafka.acls import create_acls
 from drsvc.kafka.admin import admin_client
 from drsvc.runtime.access.grants import kafka_grants
+from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.settings import Settings
 from drsvc.topology import load_topology_text
 from failover.naming import DEFAULT_CHECKPOINTS_TOPIC, app_active_key
@@ -313,3 +316,40 @@ def test_a_role_is_refused_what_its_grants_do_not_name(estate: Estate) -> None:
         assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         consumer.close()
+
+
+def test_refused_credentials_are_a_clear_error_never_an_outage(estate: Estate) -> None:
+    """A wrong password must not read as a dead cluster: a planned failover would turn
+    unplanned, and a controller's probe would vote "down". The check names the refusal, a
+    failover stops before anything moved, and once the password file holds the right secret
+    again (a rotation) the same clients answer."""
+    right = estate.env.topology_security(ROLE_PRINCIPALS["executor"])
+    assert right is not None
+    rotated = estate.tmp / "executor-password-being-rotated"
+    rotated.write_text("not-the-password\n")
+    rotated.chmod(0o600)
+    sasl = {**right["sasl"], "password_file": str(rotated)}  # type: ignore[dict-item]
+    document = json.loads(estate.topologies["executor"].read_text())
+    for cluster in document["clusters"].values():
+        cluster["security"] = {**right, "sasl": sasl}
+    wrong_file = estate.tmp / "executor-wrong-password.json"
+    wrong_file.write_text(json.dumps(document, indent=2))
+    clusters = KafkaFailoverClusters(load_topology_text(wrong_file.read_text()))
+    started = time.monotonic()
+    with pytest.raises(CredentialsRefusedError, match="cluster 'east' refused") as refused:
+        clusters.reachable("east", tries=1)
+    assert time.monotonic() - started < 15
+    assert "not-the-password" not in str(refused.value)
+
+    before = estate.consul.kv_get(app_active_key(estate.name, APP))
+    code, _doc, err = run_cli(
+        "failover", "-t", str(wrong_file), "--app", APP, "--to", "west",
+        env={**failover_env(estate.consul_addr), **estate.env.consul_environment("executor")},
+    )  # fmt: skip
+    assert code != 0 and "refused drsvc's credentials" in err, err
+    assert "not-the-password" not in err
+    assert estate.consul.kv_get(app_active_key(estate.name, APP)) == before
+
+    secret_file = Path(str(right["sasl"]["password_file"]))  # type: ignore[index]
+    rotated.write_text(secret_file.read_text())
+    assert clusters.reachable("east", tries=1) is True

@@ -58,6 +58,7 @@ from drsvc.adapters.coordination import (
 from drsvc.errors import (
     ConfigError,
     ConflictError,
+    CredentialsRefusedError,
     DrsvcError,
     FailoverError,
     KafkaUnavailableError,
@@ -1105,7 +1106,7 @@ class FailoverExecutor:
         copies = self.remote_copies(app, plan)
         replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
         source_ends: dict[Partition, int] = {}
-        if look is not None and look.result():
+        if look is not None and _answered(look, plan.from_cluster):
             source_ends = self._clusters.partition_ends(plan.from_cluster, copies)
         partitions = set(replicated) | set(source_ends)
         return list(
@@ -1118,6 +1119,16 @@ class FailoverExecutor:
     def event(self, message: str) -> None:
         log.info("%s", message)
         self._on_event(message)
+
+
+def _answered(look: Future[bool], alias: str) -> bool:
+    """The short look's answer; refused credentials count as no answer (the application is
+    already waiting for this step, and the ranges' ends are made exact by the recovery)."""
+    try:
+        return look.result()
+    except CredentialsRefusedError as err:
+        log.error("the look at %s found nothing: %s", alias, err)
+        return False
 
 
 def _apply_all(
