@@ -315,6 +315,13 @@ class Flow(FrozenModel):
         " application can fail back exactly. Only for identity flows whose opposite flow is a"
         " plain identity flow.",
     )
+    sync_acls: bool = Field(
+        default=False,
+        description="Mirror the source's topic ACLs onto the copies, as MirrorMaker 2 does:"
+        " ALLOW READ and DESCRIBE (ALL becomes READ) and DENY READ and DESCRIBE, for the same"
+        " principal and host, on the remote names. WRITE is never granted on a copy, and"
+        " nothing is ever deleted ('drsvc acls sync'; opt-in).",
+    )
 
     @field_validator("separator")
     @classmethod

@@ -51,6 +51,7 @@ class Flow:
     multi_hop: bool = True
     topics: Filter = field(default_factory=Filter)
     groups: Filter = field(default_factory=Filter)
+    sync_acls: bool = False
 
 
 @dataclass(frozen=True)
