@@ -60,6 +60,7 @@ __all__ = [
     "ResourceType",
     "Role",
     "application_clusters",
+    "application_principal",
     "copy_name",
     "flow_source_resources",
     "heartbeats_topics",
@@ -197,7 +198,8 @@ class Principals:
         _check_principal(self.application_prefix + "x", "application_prefix")
 
     def of(self, role: Role, application: str | None = None) -> str:
-        """The principal of ``role`` (of ``application`` for the application role)."""
+        """The principal of ``role`` (of ``application`` for the application role, by the
+        default convention: :func:`application_principal` honours one the topology names)."""
         if role == "application":
             if application is None:
                 raise PolicyError("the application role needs an application name")
@@ -217,6 +219,13 @@ class Principals:
                 self.acl_sync,
             }
         )
+
+
+def application_principal(app: ApplicationShape, principals: Principals | None = None) -> str:
+    """The principal of ``app``: the one its topology entry names, else the convention's."""
+    if app.principal is not None:
+        return app.principal
+    return (principals if principals is not None else Principals()).of("application", app.name)
 
 
 def _check_principal(principal: str, what: str) -> None:
@@ -295,6 +304,12 @@ class ApplicationShape(Protocol):
 
     @property
     def on_recovery(self) -> str: ...
+
+    @property
+    def principal(self) -> str | None: ...
+
+    @property
+    def fence_writes(self) -> bool: ...
 
 
 class TopologyShape(Protocol):
@@ -848,6 +863,12 @@ def _executor(topology: TopologyShape, cluster: str, grants: _Grants) -> None:
             grants.literal(_GROUP, group, (_R,), f"{who}: set and read the group's offsets")
         for transactional in app.transactional_ids:
             grants.literal(_TXN, transactional, (_W,), f"{who}: fence its transactional producer")
+        if app.fence_writes:
+            grants.add(
+                _CLUSTER,
+                (Operation.ALTER,),
+                f"{who}: fence its producers' writes (add and remove DENY WRITE bindings)",
+            )
 
 
 def _acl_sync(topology: TopologyShape, cluster: str, grants: _Grants) -> None:
@@ -953,7 +974,7 @@ def role_grants(
                 raise PolicyError(f"unknown application {application!r} (known: {known})")
         for app in apps:
             if cluster in application_clusters(topology, app):
-                grants = _Grants(who.of("application", app.name))
+                grants = _Grants(application_principal(app, who))
                 _application(topology, cluster, app, grants, who)
                 collected.extend(grants.items)
     else:

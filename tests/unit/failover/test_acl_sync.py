@@ -52,6 +52,8 @@ class App:
     transactional_ids: tuple[str, ...] = ()
     sync_group_offsets: bool = False
     on_recovery: str = "quarantine"
+    principal: str | None = None
+    fence_writes: bool = False
 
 
 @dataclass(frozen=True)
