@@ -85,7 +85,8 @@ def plan(
 ) -> None:
     """Print the kafka-acls.sh lines of ROLE's grants on each cluster, then its Consul policy.
 
-    Nothing is applied. Principals are drsvc's defaults (User:drsvc-<role>, User:app-<name>).
+    Nothing is applied. Principals are drsvc's defaults (User:drsvc-<role>; User:app-<name>
+    unless the application names its principal).
     """
     topology = load_topology(topology_file)
     acl_role = _acl_role(role)

@@ -1,5 +1,8 @@
 """``drsvc acls sync`` on secured clusters: the source's topic READ ACLs reach the copies of a
-flow that sets ``sync_acls``, as MirrorMaker 2 users know it, and nothing else does.
+flow that sets ``sync_acls``, as MirrorMaker 2 users know it, and nothing else does. And the
+write fence of a failover (its ``fence-writes`` step, run here on its own under the executor's
+principal and grants): the application's WRITE is denied on the cluster it leaves and given
+back on the one it moves to.
 
 One secured environment (east and west, its own state directory) serves the file. The flow
 east->west opts in, west->east does not. The sync runs as its own principal with only the
@@ -26,9 +29,19 @@ from drsvc.devenv.environment import LocalEnvironment
 from drsvc.kafka.acls import create_acls, describe_acls
 from drsvc.kafka.admin import admin_client
 from drsvc.runtime.access.grants import kafka_grants
+from drsvc.runtime.failover.write_fence import KafkaWriteFenceAcls, fence_writes
 from drsvc.settings import Settings
 from drsvc.topology import load_topology_text
+from failover.failover_plan import (
+    FailoverKind,
+    FailoverPlan,
+    OnFailure,
+    Outcome,
+    Step,
+    StepName,
+)
 from failover.kafka_acls import Grant, Operation, PatternType, Permission, ResourceType
+from failover.write_fence import with_write_fence
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -204,3 +217,83 @@ def test_a_flow_without_the_option_syncs_nothing(estate: Estate) -> None:
     assert code == 0, err
     # The reader may read the topic on west, but the flow west->east does not mirror it.
     assert _copy_bindings(estate, "east", f"west.{estate.topic}") == []
+
+
+def _writes(estate: Estate, cluster: str) -> KafkaError | None:
+    """Whether the reader's principal may write the topic on ``cluster`` (None: it may)."""
+    producer = Producer(
+        {"bootstrap.servers": estate.bootstraps[cluster], **estate.reader_settings()}
+    )
+    delivered: list[KafkaError | None] = []
+    producer.produce(estate.topic, b"w", on_delivery=lambda e, _m: delivered.append(e))
+    producer.flush(30)
+    assert delivered, f"no delivery report from {cluster}"
+    return delivered[0]
+
+
+def _fence_plan(source: str, target: str) -> FailoverPlan:
+    steps = tuple(
+        Step(name, OnFailure.ROLL_BACK)
+        for name in (StepName.DEACTIVATE, StepName.WAIT_LEASE, StepName.SET_OFFSETS)
+    )
+    plan = FailoverPlan(
+        f"f-{source}-{target}",
+        "reader",
+        source,
+        target,
+        FailoverKind.PLANNED,
+        (*steps, Step(StepName.ACTIVATE, OnFailure.RETRY)),
+    )
+    return with_write_fence(plan, True)
+
+
+def test_the_write_fence_denies_the_old_cluster_and_a_failback_gives_it_back(
+    estate: Estate,
+) -> None:
+    security = estate.env.topology_security("drsvc-executor")
+    assert security is not None
+    topology = load_topology_text(
+        json.dumps(
+            {
+                "name": f"{estate.topic}-fence",
+                "clusters": {
+                    a: {"bootstrap_servers": b, "security": security}
+                    for a, b in estate.bootstraps.items()
+                },
+                "flows": [
+                    {"source": "east", "target": "west", "topics": {"include": [estate.topic]}},
+                    {"source": "west", "target": "east", "topics": {"include": [estate.topic]}},
+                ],
+                "applications": [
+                    {
+                        "name": "reader",
+                        "groups": [GROUP],
+                        "topics": [estate.topic],
+                        "preferred": "east",
+                        "principal": f"User:{READER}",
+                        "fence_writes": True,
+                    }
+                ],
+            }
+        )
+    )
+    for alias in SITES:  # the executor's own grants, ALTER on the cluster among them
+        create_acls(estate.admin(alias), kafka_grants(topology, "executor", alias))
+    app = topology.application("reader")
+    acls = KafkaWriteFenceAcls(lambda alias: topology.cluster(alias).client_config())
+    assert _writes(estate, "east") is None
+
+    outcome, detail = fence_writes(_fence_plan("east", "west"), app, acls)
+    assert outcome is Outcome.OK, detail
+    refused = _writes(estate, "east")
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _writes(estate, "west") is None
+    # Done again (a resumed executor): the same bindings, nothing else.
+    assert fence_writes(_fence_plan("east", "west"), app, acls)[0] is Outcome.OK
+
+    outcome, detail = fence_writes(_fence_plan("west", "east"), app, acls)
+    assert outcome is Outcome.OK, detail
+    assert "DENY WRITE lifted on east (1 of 1 present)" in detail
+    assert _writes(estate, "east") is None
+    refused = _writes(estate, "west")
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
