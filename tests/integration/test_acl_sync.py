@@ -81,7 +81,6 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
     env = LocalEnvironment(Settings.from_env(state_dir=state_dir, consul_layout="single"))
     try:
         info = env.up(list(SITES), secure=True)
-        env.add_principal(SYNC_PRINCIPAL)
         env.add_principal(READER)
         topic = f"acl-{uuid.uuid4().hex[:6]}"
         security = env.topology_security(SYNC_PRINCIPAL)
