@@ -138,6 +138,13 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(min=0, help="On SIGTERM/SIGINT: how long roles may take to stop."),
         ] = 30.0,
+        api_tokens_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--api-tokens-file",
+                help="The API role's --tokens-file (named tokens, 'name role secret' a line).",
+            ),
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
         state_dir: StateDirOption = None,
         log_format: LogFormatOption = "text",
@@ -163,6 +170,9 @@ def register(app: typer.Typer) -> None:
             state_dir=state,
             log_format=log_format,
             verbose=verbose,
+            api_args=()
+            if api_tokens_file is None
+            else ("--tokens-file", str(api_tokens_file.resolve())),
         )
         live = not plain and sys.stdout.isatty()
         events = RecentEvents() if live else None
