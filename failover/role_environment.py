@@ -17,7 +17,8 @@ compromised, or that dumps its environment into a crash report, gives away only 
 - the role's Consul token variable (``token_env`` of its entry in the topology's ``consul:``
   block, else the block's general one) and Consul's own ``CONSUL_*`` variables, for the roles
   that use Consul (all but the heartbeat emitters). The token variable is required unless
-  ``CONSUL_HTTP_TOKEN`` or ``CONSUL_HTTP_TOKEN_FILE`` is set, which win over the topology's;
+  ``CONSUL_HTTP_TOKEN`` or ``CONSUL_HTTP_TOKEN_FILE`` is set, which win over the topology's
+  (:attr:`RoleVariables.consul_token_file` names the role's token file when it has one);
 - the API alone: its token (``DRSVC_API_TOKEN``) and port; the failover executors (controller
   and API) the executor's fault-injection hook used by tests.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from typing import Any, Protocol
 
 from failover.errors import PolicyError
@@ -156,10 +158,16 @@ class TokenRefShape(Protocol):
     @property
     def token_env(self) -> str | None: ...
 
+    @property
+    def token_file(self) -> PathLike[str] | None: ...
+
 
 class ConsulShape(Protocol):
     @property
     def token_env(self) -> str | None: ...
+
+    @property
+    def token_file(self) -> PathLike[str] | None: ...
 
     # Any: the service's model keys its tokens by a Literal of role names
     @property
@@ -196,6 +204,9 @@ class RoleVariables:
     consul_token: RequiredVariable | None = None
     """The role's Consul token variable, required unless one of :data:`CONSUL_TOKEN_OVERRIDES`
     is set (they win over the topology's token)."""
+    consul_token_file: str | None = None
+    """The file holding the role's Consul token, when the topology names one (a path, not a
+    secret)."""
     optional: frozenset[str] = frozenset()
     """Passed on when set."""
     prefixes: tuple[str, ...] = BASE_PREFIXES
@@ -258,11 +269,12 @@ def role_variables(
     for alias in role_clusters(topology, kind, flow):
         required += _cluster_variables(alias, topology.clusters[alias])
     optional = set(BASE_VARIABLES) | set(settings) | set(interpolated)
-    consul_token = None
+    consul_token = consul_token_file = None
     consul_role = CONSUL_ROLE_OF.get(kind)
     if consul_role is not None:
         optional |= CONSUL_VARIABLES
         consul_token = _consul_token_variable(topology.consul, consul_role)
+        consul_token_file = _consul_token_file(topology.consul, consul_role)
     if kind == "api":
         optional |= API_VARIABLES
     if kind in ("controller", "api"):
@@ -273,6 +285,7 @@ def role_variables(
         required=tuple(sorted(unique.values())),
         optional=frozenset(optional - unique.keys()),
         consul_token=consul_token,
+        consul_token_file=consul_token_file,
     )
 
 
@@ -288,6 +301,16 @@ def _consul_token_variable(consul: ConsulShape | None, role: str) -> RequiredVar
     if consul.token_env is not None:
         return RequiredVariable(consul.token_env, "consul.token_env")
     return None
+
+
+def _consul_token_file(consul: ConsulShape | None, role: str) -> str | None:
+    """The file holding ``role``'s Consul token, chosen as :func:`_consul_token_variable`
+    chooses its variable."""
+    if consul is None:
+        return None
+    own = consul.tokens.get(role)
+    where = own.token_file if own is not None else consul.token_file
+    return None if where is None else str(where)
 
 
 def missing_variables(

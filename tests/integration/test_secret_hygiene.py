@@ -188,7 +188,9 @@ def _write_topology(
         KAFKA_PASSWORD_ENV: password_file.read_text().strip(),
         UNRELATED_SECRET_ENV: uuid.uuid4().hex,
     }
-    run_env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
+    run_env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("CONSUL_", "DRSVC_CONSUL_"))
+    }
     consul_block = _consul_block(env)
     if consul_block is None:
         consul_block = {
@@ -413,10 +415,12 @@ def _ask_the_roles(run: Run, secured: Secured, found: Scanned, answers: Path) ->
                 status, body = _get(f"http://127.0.0.1:{role['metrics_port']}/{path}")
                 assert status == 200, (name, path, body[:300])
                 found.save("metrics", f"{name}-{path}", body, answers)
+    # an operator's shell: the executor's Consul token, when Consul is secured
+    operator_env = {**secured.run_env, **secured.env.consul_environment("executor")}
     status_run = subprocess.run(
         [sys.executable, "-m", "drsvc.cli.main", "status", "--topology",
          str(secured.topology), "--json", "--state-dir", str(run.state_dir)],
-        capture_output=True, timeout=120, env=secured.run_env, check=False,
+        capture_output=True, timeout=120, env=operator_env, check=False,
     )  # fmt: skip
     assert status_run.returncode == 0, status_run.stderr.decode(errors="replace")[-2000:]
     found.save("status", "stdout", status_run.stdout, answers)
@@ -521,6 +525,12 @@ def test_each_role_s_process_holds_only_its_own_secrets(secured: Secured, scanne
             allowed.add("DRSVC_API_TOKEN")
         held = {by_value[v] for v in environ.values() if v in by_value}
         assert held <= allowed, f"{role} holds {sorted(held - allowed)}"
+        # a secured Consul's tokens are files: the role's own, and no other
+        token_file = environ.get("CONSUL_HTTP_TOKEN_FILE")
+        if consul_role is None:
+            assert token_file is None and "CONSUL_HTTP_TOKEN" not in environ, role
+        elif token_file is not None:
+            assert Path(token_file).name == f"{consul_role}.token", (role, token_file)
         assert KAFKA_PASSWORD_ENV in held, f"{role} lacks the password it needs"
         assert UNRELATED_SECRET_ENV not in environ
         assert environ.get("DRSVC_ROLE") == role

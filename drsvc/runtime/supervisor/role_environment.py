@@ -19,7 +19,12 @@ from drsvc.errors import ConfigError
 from drsvc.settings import ENV_PREFIX, Settings
 from drsvc.topology.models import Topology
 from failover.errors import PolicyError
-from failover.role_environment import BASE_VARIABLES, RoleVariables, missing_variables
+from failover.role_environment import (
+    BASE_VARIABLES,
+    CONSUL_TOKEN_OVERRIDES,
+    RoleVariables,
+    missing_variables,
+)
 from failover.role_environment import role_variables as core_role_variables
 
 __all__ = [
@@ -76,7 +81,14 @@ def role_environment(
     environ: Mapping[str, str], variables: RoleVariables, role: str
 ) -> dict[str, str]:
     """The environment of the role called ``role``: the variables it is given that are set in
-    ``environ``. Raises :class:`ConfigError` naming each required variable that is not set."""
+    ``environ``. Raises :class:`ConfigError` naming each required variable that is not set.
+
+    The role's own Consul token (its file, else its variable's value) is also put in Consul's
+    own variable, ``CONSUL_HTTP_TOKEN_FILE`` or ``CONSUL_HTTP_TOKEN``, unless the environment
+    sets one of them: drsvc's processes take their token from there (only the client library
+    reads the topology's ``consul.tokens``), so each role reaches Consul with its own token
+    rather than all with one.
+    """
     present = {name for name, value in environ.items() if value != ""}
     missing = missing_variables(variables, present)
     if missing:
@@ -85,4 +97,11 @@ def role_environment(
             f"role {role} needs environment variables that are not set: {named}. Set them in "
             "the environment of drsvc run (each role gets only the variables it needs)"
         )
-    return {name: value for name, value in environ.items() if variables.wants(name)}
+    chosen = {name: value for name, value in environ.items() if variables.wants(name)}
+    if not any(name in present for name in CONSUL_TOKEN_OVERRIDES):
+        token = variables.consul_token
+        if variables.consul_token_file is not None:
+            chosen["CONSUL_HTTP_TOKEN_FILE"] = variables.consul_token_file
+        elif token is not None:
+            chosen["CONSUL_HTTP_TOKEN"] = environ[token.name]
+    return chosen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,11 +55,13 @@ class Flow:
 @dataclass(frozen=True)
 class TokenRef:
     token_env: str | None = None
+    token_file: Path | None = None
 
 
 @dataclass(frozen=True)
 class Consul:
     token_env: str | None = None
+    token_file: Path | None = None
     tokens: Mapping[Any, TokenRef] = field(default_factory=dict)
 
 
@@ -82,7 +85,10 @@ THREE = Topo(
     flows=(Flow("east", "west"), Flow("west", "south")),
     consul=Consul(
         token_env="CONSUL_GENERAL",
-        tokens={"replicator": TokenRef("REPLICATOR_TOKEN"), "executor": TokenRef(None)},
+        tokens={
+            "replicator": TokenRef("REPLICATOR_TOKEN"),
+            "executor": TokenRef(token_file=Path("/etc/consul/executor.token")),
+        },
     ),
 )
 
@@ -134,6 +140,24 @@ def test_each_role_gets_its_own_consul_token_and_heartbeats_none() -> None:
     assert heartbeats.consul_token is None
     assert not any(heartbeats.wants(name) for name in CONSUL_VARIABLES)
     assert not heartbeats.wants("CONSUL_GENERAL")
+
+
+def test_a_role_s_consul_token_file_is_its_own_else_the_general_one() -> None:
+    def token_file(consul: Consul, kind: str) -> str | None:
+        topo = Topo(THREE.clusters, THREE.flows, consul)
+        flow = "east->west" if kind == "replicate" else None
+        return role_variables(topo, kind, flow=flow).consul_token_file
+
+    assert token_file(THREE.consul, "controller") == "/etc/consul/executor.token"  # type: ignore[arg-type]
+    assert token_file(THREE.consul, "replicate") is None  # type: ignore[arg-type]
+    general = Consul(
+        token_file=Path("/etc/consul/general.token"),
+        tokens={"checkpoints": TokenRef("CHECKPOINTS_TOKEN")},
+    )
+    assert token_file(general, "replicate") == "/etc/consul/general.token"
+    assert token_file(general, "api") == "/etc/consul/general.token"
+    assert token_file(general, "checkpoints") is None
+    assert token_file(general, "heartbeats") is None
 
 
 def test_a_role_wants_the_base_settings_and_interpolated_variables_and_nothing_else() -> None:

@@ -116,6 +116,12 @@ def test_each_planned_role_gets_only_the_secrets_it_uses(topology_file: Path) ->
         # the topology interpolates it: every role loads the whole file
         assert env["EAST_BOOTSTRAP"] == "127.0.0.1:19092"
         assert ("CONSUL_HTTP_ADDR" in env) is (name != "heartbeats")
+    # each role's own token, where drsvc's processes read it
+    assert envs["replicate.east-to-west.1"]["CONSUL_HTTP_TOKEN"] == "replicator-token"
+    assert envs["checkpoints"]["CONSUL_HTTP_TOKEN"] == "checkpoints-token"
+    assert envs["controller"]["CONSUL_HTTP_TOKEN"] == "executor-token"
+    assert envs["api"]["CONSUL_HTTP_TOKEN"] == "executor-token"
+    assert "CONSUL_HTTP_TOKEN" not in envs["heartbeats"]
 
 
 def test_an_unset_variable_stops_the_run_before_any_role_starts_naming_it(
@@ -139,6 +145,32 @@ def test_consul_s_own_token_variable_stands_in_for_the_topology_s(topology_file:
     for name, spec in planned(topology_file).items():
         env = role_environment(environ, spec.variables, name)
         assert ("CONSUL_HTTP_TOKEN_FILE" in env) is (name != "heartbeats")
+        # the operator's choice wins: no role's own token is put beside it
+        assert env.get("CONSUL_HTTP_TOKEN_FILE", "/etc/consul/token") == "/etc/consul/token"
+        assert "CONSUL_HTTP_TOKEN" not in env
+
+
+def test_a_role_s_token_file_becomes_consul_s_token_file_variable(
+    topology_file: Path, tmp_path: Path
+) -> None:
+    files = {role: tmp_path / f"{role}.token" for role in ("replicator", "checkpoints")}
+    text = TOPOLOGY.replace(
+        "replicator: {token_env: REPLICATOR_TOKEN}",
+        f"replicator: {{token_file: {files['replicator']}}}",
+    ).replace(
+        "checkpoints: {token_env: CHECKPOINTS_TOKEN}",
+        f"checkpoints: {{token_file: {files['checkpoints']}}}",
+    )
+    topology_file.write_text(text)
+    envs = {
+        name: role_environment(ENVIRON, spec.variables, name)
+        for name, spec in planned(topology_file).items()
+    }
+    assert envs["replicate.east-to-west.1"]["CONSUL_HTTP_TOKEN_FILE"] == str(files["replicator"])
+    assert envs["checkpoints"]["CONSUL_HTTP_TOKEN_FILE"] == str(files["checkpoints"])
+    assert envs["api"]["CONSUL_HTTP_TOKEN"] == "executor-token"
+    assert "CONSUL_HTTP_TOKEN_FILE" not in envs["api"]
+    assert not any(k.startswith("CONSUL_HTTP_TOKEN") for k in envs["heartbeats"])
 
 
 def test_interpolated_variables_are_found_as_the_loader_reads_them() -> None:
