@@ -21,6 +21,7 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.errors import ConfigError
+from drsvc.runtime.liveness import loop_liveness
 from drsvc.runtime.metrics_server import serve_metrics
 from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.metrics import install_replication_metrics
@@ -165,9 +166,13 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         last = {"at": time.monotonic(), "copied": 0}
+        liveness, ticked = loop_liveness(), {"at": 0.0}
 
         def report(w: ReplicationEngine) -> None:
             now = time.monotonic()
+            if now - ticked["at"] >= 1.0:  # /healthz: the loop turns (once a second is plenty)
+                liveness.tick(f"replication {flow_id}")
+                ticked["at"] = now
             if report_every_s <= 0 or now - last["at"] < report_every_s:
                 return
             rate = (w.stats.records_copied - last["copied"]) / (now - last["at"])
