@@ -336,7 +336,13 @@ def _add_reads(app: FastAPI, service: ApiService, pools: ThreadPools, read: list
         """One failover's record: steps, groups, what was not replicated."""
         return await pools.run(Pool.READS, partial(service.failover, failover_id))
 
-    @app.get("/metrics", tags=["metrics"], dependencies=read, response_class=Response)
+    @app.get(
+        "/metrics",
+        tags=["metrics"],
+        dependencies=read,
+        response_class=Response,
+        responses={401: _ERRORS[401], 403: _ERRORS[403]},
+    )
     async def metrics() -> Response:
         """Prometheus metrics of this process."""
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
