@@ -445,5 +445,7 @@ def test_fuzz_as_an_operator_finds_no_server_error_and_no_undocumented_status(ca
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
 def test_fuzz_as_a_viewer_changes_nothing_and_every_refusal_is_documented(case: Any) -> None:
     response = _fuzz(case, VIEWER_TOKEN)
-    if case.method.upper() == "POST":
-        assert response.status_code == 403, response.text  # refused before the body is read
+    if case.operation.method.upper() == "POST" and case.method.upper() == "POST":
+        # refused before the body is read: 403, or 401 where the generated case mangled the
+        # Authorization header (a method the route does not have may be 405 instead)
+        assert response.status_code in (401, 403), response.text
