@@ -55,6 +55,7 @@ from failover.dr_decision import (
     stood_down,
 )
 from failover.failover_plan import FailoverRecord, FailoverRequest
+from failover.requester import RequestedBy, RequesterKind
 
 __all__ = ["DrController"]
 
@@ -320,7 +321,13 @@ class DrController:
         epoch = executor.active(app).epoch
         # Forced: unplanned, as decided from every vantage point (the executor need not probe
         # the dead cluster again).
-        request = FailoverRequest(app.name, decision.to, True, f"auto-{app.name}-e{epoch}")
+        request = FailoverRequest(
+            app.name,
+            decision.to,
+            True,
+            f"auto-{app.name}-e{epoch}",
+            requested_by=RequestedBy.of(RequesterKind.CONTROLLER, self.replica),
+        )
         return self._ended(executor.start(request))
 
     def _resume(
