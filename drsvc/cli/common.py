@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
 from pathlib import Path
@@ -109,3 +110,12 @@ def configure_logging(verbose: bool, log_format: str = "text") -> None:
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+
+
+def os_user() -> str | None:
+    """Who runs the command, if the system says (a container may have no name for its uid):
+    the name a failover record keeps of who asked for it from the command line."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None

@@ -4,7 +4,6 @@ crossed, and see where every application stands (see docs/failover.md)."""
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from drsvc.cli.common import (
     StateDirOption,
     TopologyOption,
     load_with_bootstraps,
+    os_user,
     resolve_consul,
 )
 from drsvc.errors import ConfigError, RefusedError
@@ -341,7 +341,7 @@ def _move(
         asked.request_id,
         expect_kind=asked.expect_kind,
         expect_epoch=asked.expect_epoch,
-        requested_by=RequestedBy.of(RequesterKind.CLI, _os_user()),
+        requested_by=RequestedBy.of(RequesterKind.CLI, os_user()),
     )
     try:
         if asked.dry_run:
@@ -354,14 +354,6 @@ def _move(
     except RefusedError as err:
         _refused(app_name, to, str(err), as_json)
     _finish(executor, record, as_json)
-
-
-def _os_user() -> str | None:
-    """Who runs the command, if the system says (a container may have no name for its uid)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return None
 
 
 def _finish(executor: FailoverExecutor, record: FailoverRecord, as_json: bool) -> None:

@@ -43,6 +43,7 @@ from drsvc.errors import DrsvcError, LockLostError, RefusedError
 from drsvc.runtime.controller.metrics import ControllerMetrics, controller_metrics
 from drsvc.runtime.controller.observe import Observer, Source
 from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.liveness import loop_liveness
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.dr_decision import (
@@ -163,6 +164,8 @@ class DrController:
                     self._follow()
                 except DrsvcError as err:
                     log.warning("controller %s: %s; trying again", self.replica, err)
+                # /healthz: the loop turns (a cycle that hangs stops the ticks)
+                loop_liveness().tick("controller", stale_after_s=max(120.0, 10 * self.interval_s))
                 # One cycle per interval: a cycle that waited for a dead cluster's probe took
                 # part of it already.
                 stop.wait(max(0.05, self.interval_s - (self._clock() - started)))

@@ -65,7 +65,7 @@ def executor(monkeypatch: pytest.MonkeyPatch) -> SpyExecutor:
         return spy
 
     monkeypatch.setattr(failover_cli, "build_executor", build)
-    monkeypatch.setattr(failover_cli, "_os_user", lambda: USER)
+    monkeypatch.setattr(failover_cli, "os_user", lambda: USER)
     spy.built = built  # type: ignore[attr-defined]
     return spy
 
