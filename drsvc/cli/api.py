@@ -249,7 +249,9 @@ def register(app: typer.Typer) -> None:
         hosts = allowed_hosts_of(allowed_hosts)
         # before anything starts: a file that cannot serve is an error naming it
         tls = tls_files(tls_cert, tls_key, tls_client_ca)
-        topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstraps = load_with_bootstraps(
+            topology_file, state_dir, consul_role="executor"
+        )
         address = resolve_consul(consul, state_dir)
         if address is None:
             raise ConfigError("no Consul agent known: pass --consul host:port")

@@ -252,7 +252,7 @@ def build_executor(
 ) -> FailoverExecutor:
     """The failover executor the commands (and the controller) run failovers with;
     ``probe_timeout_s`` bounds each "does the active cluster answer?" probe."""
-    topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
+    topology, bootstraps = load_with_bootstraps(topology_file, state_dir, consul_role="executor")
     address = resolve_consul(consul, state_dir)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")

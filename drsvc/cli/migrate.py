@@ -95,7 +95,7 @@ def build_app() -> typer.Typer:
         ] = 10.0,
         state_dir: StateDirOption = None,
     ) -> None:
-        topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstrap = load_with_bootstraps(topology_file, state_dir, consul_role="executor")
         migration = topology.migration(migration_name)
         report = read_migration_plan(topology, migration, bootstrap, timeout_s)
         if as_json:
@@ -123,7 +123,7 @@ def _context(
     state_dir: Path | None,
     catch_up_timeout_s: float = DEFAULT_CATCH_UP_TIMEOUT_S,
 ) -> MigrationContext:
-    topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+    topology, bootstrap = load_with_bootstraps(topology_file, state_dir, consul_role="executor")
     address = resolve_consul(consul, state_dir)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")

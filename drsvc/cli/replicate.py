@@ -118,7 +118,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(
                 f"--compression must be one of {', '.join(COMPRESSION_TYPES)} (got {compression!r})"
             )
-        topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstrap = load_with_bootstraps(
+            topology_file, state_dir, consul_role="replicator"
+        )
         flow = next((f for f in topology.flows if f.id == flow_id), None)
         if flow is None:
             known = ", ".join(f.id for f in topology.flows) or "none"
