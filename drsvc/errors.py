@@ -7,6 +7,7 @@ Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exc
     DrsvcError                      message for a human; .retryable says whether to try again
     ├── PermanentError              retrying the same call cannot succeed
     │   ├── ConfigError             a setting or argument is wrong
+    │   │   ├── CredentialsRefusedError  a cluster refused the credentials (never an outage)
     │   │   └── TopologyError       a topology file is wrong (names the file and the field)
     │   ├── NotInstalledError       a component the project installs is missing
     │   ├── LocalEnvError           the embedded local environment cannot do what was asked

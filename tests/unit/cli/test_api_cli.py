@@ -123,7 +123,7 @@ def _serve(
         def run(self) -> None:
             pass
 
-    monkeypatch.setattr(api_cli, "load_with_bootstraps", lambda *_a: (TOPOLOGY, {}))
+    monkeypatch.setattr(api_cli, "load_with_bootstraps", lambda *_a, **_k: (TOPOLOGY, {}))
     monkeypatch.setattr(api_cli, "resolve_consul", lambda *_a: "127.0.0.1:1")
     monkeypatch.setattr(api_cli, "HeartbeatObserver", Observer)
     monkeypatch.setattr(api_cli, "build_service", lambda *_a, **_k: Service())
