@@ -8,6 +8,7 @@ so the verdict and the per-partition counts come from the same records.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,10 @@ def verify(
     history_dir: Path,
     scratch: Path,
     exactly_once: bool,
+    kafka_options: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Checked:
+    """``kafka_options``: per cluster, the Spark Kafka source options that read it (its
+    security; see :func:`drsvc.verify.kafka_options.cluster_read_options`)."""
     places = job.plan_places(topology, job.written_topics(spark, history_dir))
     request = job.VerifyRequest(
         history_dir=history_dir,
@@ -43,6 +47,7 @@ def verify(
         separator=topology.flows[0].separator if topology.flows else ".",
         exactly_once=exactly_once,
         sample=10,
+        kafka_options=dict(kafka_options or {}),
     )
     snapshot = scratch / "observed.parquet"
     shutil.rmtree(snapshot, ignore_errors=True)
