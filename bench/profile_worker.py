@@ -54,7 +54,7 @@ def cpu_s() -> float:
 def make_worker(
     clusters: dict[str, str], topic: str, overrides: dict[str, object] | None = None
 ) -> ReplicationEngine:
-    topology = Topology.model_validate(topology_document(clusters, topic))
+    topology = Topology.model_validate(topology_document(clusters, f"^{topic}$"))
     flow = next(f for f in topology.flows if f.id == FLOW)
     settings = worker_settings(
         topology, flow, {}, group_id=f"drsvc-profile.{topic}", **(overrides or {})

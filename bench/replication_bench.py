@@ -177,10 +177,22 @@ def stop_process(proc: subprocess.Popen[Any], grace_s: float) -> None:
 
 @dataclass(frozen=True)
 class BenchEnv:
-    """The two clusters: bootstrap servers by alias, and the pids of their broker processes."""
+    """The two clusters: bootstrap servers by alias, and the pids of their broker processes.
+
+    On a secured environment ``admin`` holds, per alias, the bootstrap servers and client settings
+    of the administrator (topics are created, preloaded and watched as it), and ``security`` the
+    topology ``security`` block of the replicator's principal, which the worker runs as."""
 
     clusters: dict[str, str]
     broker_pids: tuple[int, ...]
+    admin: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    security: dict[str, Any] | None = None
+
+    def admin_access(self, alias: str) -> tuple[str, dict[str, str]]:
+        return self.admin.get(alias, (self.clusters[alias], {}))
+
+    def admin_client(self, alias: str) -> AdminClient:
+        return admin_client(*self.admin_access(alias))
 
 
 def _broker_pids(env: LocalEnvironment) -> tuple[int, ...]:
@@ -191,9 +203,51 @@ def _broker_pids(env: LocalEnvironment) -> tuple[int, ...]:
     )
 
 
+#: the principal a secured drain's worker runs as, with the grants ``drsvc acls plan`` gives it
+SECURED_PRINCIPAL = "drsvc-replicator"
+#: every drain topic starts with it: one prefixed grant covers them all
+TOPIC_PREFIX = "bench-"
+#: the workers' consumer groups (one per drain, see start_drsvc_worker)
+GROUP_PREFIX = "drsvc-bench."
+
+
+def _secured_bench_env(env: LocalEnvironment, clusters: dict[str, str]) -> BenchEnv:
+    """The replicator's grants for any drain topic (what the role gets in production), plus
+    READ on the benchmark's own consumer groups; the administrator for everything else."""
+    from drsvc.kafka.acls import create_acls  # noqa: PLC0415
+    from drsvc.runtime.access.grants import kafka_grants  # noqa: PLC0415
+    from drsvc.topology.models import Topology  # noqa: PLC0415
+    from failover.kafka_acls import (  # noqa: PLC0415
+        Grant,
+        Operation,
+        PatternType,
+        ResourceType,
+    )
+
+    topology = Topology.model_validate(topology_document(clusters, f"{TOPIC_PREFIX}.*"))
+    admin = {alias: env.admin_settings(alias) for alias in (SOURCE, TARGET)}
+    groups = Grant(
+        ResourceType.GROUP,
+        PatternType.PREFIXED,
+        GROUP_PREFIX,
+        Operation.READ,
+        f"User:{SECURED_PRINCIPAL}",
+    )
+    for alias in (SOURCE, TARGET):
+        grants = (*kafka_grants(topology, "replicator", alias), groups)
+        create_acls(admin_client(*admin[alias]), grants, cluster=alias)
+    return BenchEnv(
+        clusters,
+        _broker_pids(env),
+        admin=admin,
+        security=env.topology_security(SECURED_PRINCIPAL),
+    )
+
+
 @contextmanager
-def local_environment(state_dir: Path | None) -> Iterator[BenchEnv]:
-    """``bsrc`` and ``bdst``; start them if needed, stop afterwards what was started here."""
+def local_environment(state_dir: Path | None, secure: bool = False) -> Iterator[BenchEnv]:
+    """``bsrc`` and ``bdst``; start them if needed, stop afterwards what was started here.
+    ``secure``: SASL_SSL clusters with ACLs enforced (``drsvc dev up --secure``)."""
     temporary = state_dir is None
     if state_dir is None:
         state_dir = Path(tempfile.mkdtemp(prefix="drsvc-bench-"))
@@ -202,12 +256,17 @@ def local_environment(state_dir: Path | None) -> Iterator[BenchEnv]:
     clusters = env.info().clusters
     if {SOURCE, TARGET} <= running and {SOURCE, TARGET} <= set(clusters):
         say(f"reusing running clusters {SOURCE} and {TARGET}")
-        yield BenchEnv(clusters, _broker_pids(env))
+        yield _secured_bench_env(env, clusters) if secure else BenchEnv(clusters, _broker_pids(env))
         return
-    say(f"starting local clusters {SOURCE} and {TARGET} (Kafka {KAFKA_VERSION})")
+    kind = "secured " if secure else ""
+    say(f"starting local {kind}clusters {SOURCE} and {TARGET} (Kafka {KAFKA_VERSION})")
     try:
-        info = env.up([SOURCE, TARGET], progress=lambda line: say(f"env: {line}"))
-        yield BenchEnv(info.clusters, _broker_pids(env))
+        info = env.up([SOURCE, TARGET], progress=lambda line: say(f"env: {line}"), secure=secure)
+        yield (
+            _secured_bench_env(env, info.clusters)
+            if secure
+            else BenchEnv(info.clusters, _broker_pids(env))
+        )
     finally:
         if running:
             # Someone else's environment: stop only the clusters this run added.
@@ -259,10 +318,18 @@ def payload_pool(size: int, seed: int) -> list[bytes]:
     return [blob[i : i + size] for i in rng.sample(range(256 * 1024), 4096)]
 
 
-def preload(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
+def preload(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    size: int,
+    settings: dict[str, str] | None = None,
+) -> float:
     """Write ``records`` records of ``size`` bytes round-robin over the partitions; records/s."""
     producer = Producer(
         {
+            **(settings or {}),
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "linger.ms": 50,
@@ -306,16 +373,22 @@ def preload(bootstrap: str, topic: str, partitions: int, records: int, size: int
 
 
 def topology_document(
-    clusters: dict[str, str], topic: str, delivery: str = "at-least-once"
+    clusters: dict[str, str],
+    topic_pattern: str,
+    delivery: str = "at-least-once",
+    security: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    secured = {} if security is None else {"security": security}
     return {
         "name": "bench",
-        "clusters": {alias: {"bootstrap_servers": clusters[alias]} for alias in (SOURCE, TARGET)},
+        "clusters": {
+            alias: {"bootstrap_servers": clusters[alias], **secured} for alias in (SOURCE, TARGET)
+        },
         "flows": [
             {
                 "source": SOURCE,
                 "target": TARGET,
-                "topics": {"include": [f"^{topic}$"]},
+                "topics": {"include": [topic_pattern]},
                 "delivery": delivery,
                 "start": "earliest",
             }
@@ -325,6 +398,8 @@ def topology_document(
 
 #: the exactly-once series (same worker defaults, ``delivery: exactly-once``)
 EOS_SYSTEM = "drsvc-eos"
+#: the at-least-once series on the secured clusters (SASL_SSL, SCRAM-SHA-512, ACLs enforced)
+SECURED_SYSTEM = "drsvc-secured"
 #: the same worker run from another source tree (``--baseline-tree``), for before/after drains
 BASELINE_SUFFIX = "-baseline"
 
@@ -366,14 +441,16 @@ def start_drsvc_worker(
     topic: str,
     delivery: str = "at-least-once",
     tree: Path | None = None,
+    security: dict[str, Any] | None = None,
 ) -> Replicator:
     """Start one worker in a child process; from ``tree`` (another checkout of drsvc: its
-    benchmark script and its package) instead of this one when given."""
+    benchmark script and its package) instead of this one when given; as the principal of
+    ``security`` (a topology ``security`` block) on secured clusters."""
     spec = {
-        "topology": topology_document(clusters, topic, delivery),
+        "topology": topology_document(clusters, f"^{topic}$", delivery, security),
         "flow": FLOW,
         # A group of its own per run: no rebalance waits on a previous run's member.
-        "group_id": f"drsvc-bench.{topic}",
+        "group_id": f"{GROUP_PREFIX}{topic}",
     }
     spec_file = work_dir / f"{topic}.worker.json"
     spec_file.write_text(json.dumps(spec))
@@ -586,11 +663,14 @@ def watch_drain(
 
 
 def start_replicator(
-    system: str, args: argparse.Namespace, clusters: dict[str, str], work_dir: Path, topic: str
+    system: str, args: argparse.Namespace, env: BenchEnv, work_dir: Path, topic: str
 ) -> Replicator:
+    clusters = env.clusters
     tree = None
     if system.endswith(BASELINE_SUFFIX):
         system, tree = system.removesuffix(BASELINE_SUFFIX), args.baseline_tree
+    if system == SECURED_SYSTEM:
+        return start_drsvc_worker(work_dir, clusters, topic, security=env.security)
     if system == "drsvc":
         return start_drsvc_worker(work_dir, clusters, topic, tree=tree)
     if system == EOS_SYSTEM:
@@ -621,19 +701,19 @@ def drain_once(
 ) -> DrainRun:
     size = SIZES[size_name]
     records = args.records
-    clusters = env.clusters
     label = f"{system} {size_name} run {run}"
-    topic = f"bench-{system}-{size_name.lower()}-r{run}-{uuid.uuid4().hex[:8]}"
+    topic = f"{TOPIC_PREFIX}{system}-{size_name.lower()}-r{run}-{uuid.uuid4().hex[:8]}"
     remote = remote_topic(topic)
-    source_admin, target_admin = admin_client(clusters[SOURCE]), admin_client(clusters[TARGET])
+    source_admin, target_admin = env.admin_client(SOURCE), env.admin_client(TARGET)
     new_topic(source_admin, topic, args.partitions)
     created.extend([(source_admin, topic), (target_admin, remote)])
     say(f"{label}: preloading {records} records into {topic}")
-    preload_rate = preload(clusters[SOURCE], topic, args.partitions, records, size)
+    source_bootstrap, source_settings = env.admin_access(SOURCE)
+    preload_rate = preload(source_bootstrap, topic, args.partitions, records, size, source_settings)
     say(f"{label}: preloaded at {preload_rate:,.0f} records/s; draining")
     restarts = 0
     while True:
-        replicator = start_replicator(system, args, clusters, work_dir, topic)
+        replicator = start_replicator(system, args, env, work_dir, topic)
         report: dict[str, Any] = {}
         try:
             times = watch_drain(
@@ -1021,29 +1101,27 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         },
     }
     sizes = [s for s in SIZES if s in args.sizes]
-    systems = (
-        ["drsvc"] + ([EOS_SYSTEM] if args.with_eos else []) + (["mm2"] if args.with_mm2 else [])
-    )
-    if args.baseline_tree is not None:
-        # Each drsvc series gets a twin run from the baseline tree, right after it in every round.
-        systems = [
-            name
-            for system in systems
-            for name in (
-                [system, system + BASELINE_SUFFIX] if system.startswith("drsvc") else [system]
-            )
-        ]
+    systems = _series(args)
     drains: dict[str, dict[str, list[DrainRun]]] = {s: {z: [] for z in sizes} for s in systems}
     created: list[tuple[AdminClient, str]] = []
     work_dir = Path(tempfile.mkdtemp(prefix="drsvc-bench-work-"))
     try:
-        with local_environment(args.state_dir) as env:
+        secured_clusters = (
+            local_environment(args.secured_state_dir, secure=True)
+            if args.with_secured
+            else contextlib.nullcontext(None)
+        )
+        # Both environments run through every round: the secured one's idle brokers cost the
+        # plaintext drains what the plaintext ones cost the secured drains.
+        with local_environment(args.state_dir) as env, secured_clusters as secured_env:
             # Interleave systems and sizes run by run: slow phases of a noisy machine then hit
             # every series alike instead of one series' runs.
             for run in range(1, args.runs + 1):
                 for size in sizes:
                     for system in _round_order(systems, run):
-                        result = drain_once(system, size, run, args, env, work_dir, created)
+                        on = secured_env if system == SECURED_SYSTEM else env
+                        assert on is not None
+                        result = drain_once(system, size, run, args, on, work_dir, created)
                         drains[system][size].append(result)
                         if not args.keep_topics:
                             for admin, topic in created:
@@ -1064,6 +1142,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(work_dir, ignore_errors=True)
     report["exactly_once"] = (
         summarize_exactly_once(drains, report["drain"], sizes) if args.with_eos else None
+    )
+    report["secured"] = (
+        summarize_secured(drains, report["drain"], sizes) if args.with_secured else None
     )
     report["baseline"] = (
         summarize_baseline(drains, sizes, args.baseline_tree)
@@ -1103,6 +1184,26 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _series(args: argparse.Namespace) -> list[str]:
+    """The series a round drains, in order."""
+    systems = (
+        ["drsvc"]
+        + ([SECURED_SYSTEM] if args.with_secured else [])
+        + ([EOS_SYSTEM] if args.with_eos else [])
+        + (["mm2"] if args.with_mm2 else [])
+    )
+    if args.baseline_tree is None:
+        return systems
+    # Each drsvc series gets a twin run from the baseline tree, right after it in every round.
+    return [
+        name
+        for system in systems
+        for name in (
+            [system, system + BASELINE_SUFFIX] if system in ("drsvc", EOS_SYSTEM) else [system]
+        )
+    ]
+
+
 def _round_order(systems: list[str], run: int) -> list[str]:
     """The order of one round's drains. A baseline twin runs right after its series in odd
     rounds and right before it in even ones: the first drain after a change of series was
@@ -1115,6 +1216,39 @@ def _round_order(systems: list[str], run: int) -> list[str]:
         if name.endswith(BASELINE_SUFFIX) and i > 0:
             order[i - 1], order[i] = order[i], order[i - 1]
     return order
+
+
+def summarize_secured(
+    drains: dict[str, dict[str, list[DrainRun]]], plain: dict[str, Any], sizes: list[str]
+) -> dict[str, Any]:
+    """The secured series next to the plaintext one of the same rounds: medians, the ratio of
+    the medians and the median of the per-round ratios (secured over plaintext; below 1 is the
+    cost of TLS, SCRAM and the authorizer)."""
+    secured: dict[str, Any] = {
+        "listener": "SASL_SSL (SCRAM-SHA-512 over TLS) on both clusters, ACLs enforced",
+        "principal": SECURED_PRINCIPAL,
+    }
+    for size in sizes:
+        ours, plaintext = drains[SECURED_SYSTEM][size], drains["drsvc"][size]
+        summary = summarize_drain(ours)
+        summary["secured_over_plaintext_records_per_s"] = round(
+            summary["records_per_s_median"] / plain[size]["records_per_s_median"], 3
+        )
+        summary["secured_over_plaintext_per_run_median"] = round(
+            statistics.median(
+                a.records_per_s / b.records_per_s for a, b in zip(ours, plaintext, strict=True)
+            ),
+            3,
+        )
+        summary["cpu_s_per_million_secured_over_plaintext"] = round(
+            statistics.median(
+                a.cpu_s_per_million / b.cpu_s_per_million
+                for a, b in zip(ours, plaintext, strict=True)
+            ),
+            3,
+        )
+        secured[size] = summary
+    return secured
 
 
 def summarize_baseline(
@@ -1213,6 +1347,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--with-mm2", action="store_true", help="also drain with MirrorMaker 2")
     parser.add_argument(
         "--with-eos", action="store_true", help="also drain with an exactly-once drsvc flow"
+    )
+    parser.add_argument(
+        "--with-secured",
+        action="store_true",
+        help="also drain at least once on secured clusters (SASL_SSL, ACLs; a second local"
+        " environment), interleaved with the plaintext drains",
+    )
+    parser.add_argument(
+        "--secured-state-dir",
+        type=Path,
+        default=None,
+        help="local secured environment to use with --with-secured (reused when running)",
     )
     parser.add_argument("--mm2-heap", default="256m", help="MirrorMaker 2 JVM heap")
     parser.add_argument("--mm2-tasks", type=int, default=1, help="MirrorMaker 2 tasks.max")

@@ -33,6 +33,12 @@ LOCAL_HOST = "127.0.0.1"
 ConsulLayout = Literal["single", "per-site"]
 
 
+def consul_url(host: str, port: int, secure: bool) -> str:
+    """How clients name an agent: ``host:port``, or ``https://host:port`` when it serves HTTPS
+    only (a secured environment's), so the scheme travels with the address."""
+    return f"https://{host}:{port}" if secure else f"{host}:{port}"
+
+
 class StateDocument(BaseModel):
     """What every reading of the state file has: the format it was written in."""
 
@@ -104,6 +110,8 @@ class _Endpoints(StateDocument):
     consul: _Agent | None = None
     consul_layout: ConsulLayout = "single"
     consul_servers: tuple[_Agent, ...] = ()
+    #: a secured environment: its agents serve HTTPS only
+    secure: bool = False
 
     def agents(self) -> tuple[_Agent, ...]:
         if self.consul_layout == "per-site":
@@ -129,11 +137,13 @@ class LocalEndpoints:
     def consul_http_addr(self) -> str | None:
         """The Consul agent to talk to: the first recorded one that runs (in the per-site layout,
         servers are recorded site by site, the witness last), else the first recorded one; None
-        when the environment has none."""
-        agents = self._read().agents()
+        when the environment has none. A secured environment's address starts with
+        ``https://``."""
+        state = self._read()
+        agents = state.agents()
         running = [a for a in agents if a.process is not None and is_alive(a.process)]
         chosen = next(iter(running or agents), None)
-        return None if chosen is None else f"{chosen.host}:{chosen.http_port}"
+        return None if chosen is None else consul_url(chosen.host, chosen.http_port, state.secure)
 
     def _read(self) -> _Endpoints:
         return read_state(self.state_dir / STATE_FILE, _Endpoints)

@@ -73,6 +73,12 @@ class ConfigError(PermanentError):
     """A setting, an argument or a file given to drsvc is wrong."""
 
 
+class CredentialsRefusedError(ConfigError):
+    """A cluster refused drsvc's credentials or did not trust its certificate: a secret or a
+    security setting must be fixed. Never evidence that the cluster is down (a probe that meets
+    it says nothing about the cluster's health)."""
+
+
 class TopologyError(ConfigError):
     """A topology file is malformed; the message names the file and the field."""
 

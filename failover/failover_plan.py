@@ -93,6 +93,8 @@ class StepName(StrEnum):
     WAIT_LEASE = "wait-lease"
     WAIT_CAUGHT_UP = "wait-caught-up"
     SET_OFFSETS = "set-offsets"
+    #: an application's write fence: DENY WRITE off on the new cluster, on on the old one
+    FENCE_WRITES = "fence-writes"
     ACTIVATE = "activate"
     #: the rollback: the old cluster active again
     REACTIVATE = "reactivate"

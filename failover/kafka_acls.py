@@ -14,6 +14,8 @@ The roles and who runs as them:
   failover|failback|recover|translate``, ``drsvc controller``, ``drsvc api``, ``drsvc status``).
 - ``verifier``: ``drsvc verify`` (Spark's Kafka source), read only.
 - ``application``: each application (``drsvc.client``) under its own principal.
+- ``acl-sync``: ``drsvc acls sync``, which mirrors the source's topic READ and DESCRIBE ACLs
+  onto the copies of the flows that set ``sync_acls`` (:mod:`failover.acl_sync`).
 
 Names come from :mod:`failover.naming`, the topology's
 :class:`~failover.topic_rules.InternalTopicNames` and each flow's replication policy, so a grant
@@ -24,8 +26,10 @@ include pattern ``.*`` copies every topic, so the replicator may read every topi
 
 Kafka's implications keep the list short: READ, WRITE, ALTER and DELETE imply DESCRIBE, and
 ALTER_CONFIGS implies DESCRIBE_CONFIGS. Since Kafka 3.0 an idempotent producer needs WRITE on
-the topics it writes, not IDEMPOTENT_WRITE on the cluster. Nothing here grants anything on the
-cluster resource.
+the topics it writes, not IDEMPOTENT_WRITE on the cluster. Only ACL management needs the cluster
+resource: ``acl-sync`` (DESCRIBE at a flow's source to list its ACLs, ALTER at its target to
+create them) and the executor when an application fences writes (ALTER, to add and remove its
+DENY WRITE bindings).
 
 The core cannot import the service's topology models, so it reads them through the small
 protocols below (a loaded :class:`drsvc.topology.models.Topology` satisfies them as it is).
@@ -44,7 +48,9 @@ from failover.replication_policy import IdentityPolicy, PrefixPolicy, Replicatio
 from failover.topic_rules import InternalTopicNames, NameFilter, topic_verdict
 
 __all__ = [
+    "CLUSTER_NAME",
     "ROLES",
+    "WILDCARD",
     "Grant",
     "Operation",
     "PatternType",
@@ -54,12 +60,17 @@ __all__ = [
     "ResourceType",
     "Role",
     "application_clusters",
+    "application_principal",
+    "copy_name",
+    "flow_source_resources",
     "heartbeats_topics",
     "pattern_resources",
     "role_grants",
 ]
 
-Role = Literal["replicator", "heartbeats", "checkpoints", "executor", "verifier", "application"]
+Role = Literal[
+    "replicator", "heartbeats", "checkpoints", "executor", "verifier", "application", "acl-sync"
+]
 ROLES: tuple[Role, ...] = get_args(Role)
 
 
@@ -67,6 +78,7 @@ class ResourceType(StrEnum):
     TOPIC = "TOPIC"
     GROUP = "GROUP"
     TRANSACTIONAL_ID = "TRANSACTIONAL_ID"
+    CLUSTER = "CLUSTER"
 
 
 class PatternType(StrEnum):
@@ -75,13 +87,19 @@ class PatternType(StrEnum):
 
 
 class Operation(StrEnum):
+    """Kafka's ACL operations (bindings listed from a cluster may name any of them)."""
+
+    ALL = "ALL"
     READ = "READ"
     WRITE = "WRITE"
     CREATE = "CREATE"
+    DELETE = "DELETE"
     DESCRIBE = "DESCRIBE"
     ALTER = "ALTER"
     ALTER_CONFIGS = "ALTER_CONFIGS"
     DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    CLUSTER_ACTION = "CLUSTER_ACTION"
+    IDEMPOTENT_WRITE = "IDEMPOTENT_WRITE"
 
 
 class Permission(StrEnum):
@@ -91,6 +109,8 @@ class Permission(StrEnum):
 
 #: the LITERAL name Kafka reads as "every resource of the type"
 WILDCARD = "*"
+#: the one name of the cluster resource
+CLUSTER_NAME = "kafka-cluster"
 
 
 @dataclass(frozen=True, order=True)
@@ -149,8 +169,10 @@ class Grant:
 
 
 _IMPLIED: Mapping[Operation, frozenset[Operation]] = {
+    Operation.ALL: frozenset(Operation),
     Operation.READ: frozenset({Operation.READ, Operation.DESCRIBE}),
     Operation.WRITE: frozenset({Operation.WRITE, Operation.DESCRIBE}),
+    Operation.DELETE: frozenset({Operation.DELETE, Operation.DESCRIBE}),
     Operation.ALTER: frozenset({Operation.ALTER, Operation.DESCRIBE}),
     Operation.ALTER_CONFIGS: frozenset({Operation.ALTER_CONFIGS, Operation.DESCRIBE_CONFIGS}),
 }
@@ -167,27 +189,43 @@ class Principals:
     checkpoints: str = "User:drsvc-checkpoints"
     executor: str = "User:drsvc-executor"
     verifier: str = "User:drsvc-verifier"
+    acl_sync: str = "User:drsvc-acl-sync"
     application_prefix: str = "User:app-"
 
     def __post_init__(self) -> None:
-        for role in ("replicator", "heartbeats", "checkpoints", "executor", "verifier"):
+        for role in ("replicator", "heartbeats", "checkpoints", "executor", "verifier", "acl_sync"):
             _check_principal(getattr(self, role), role)
         _check_principal(self.application_prefix + "x", "application_prefix")
 
     def of(self, role: Role, application: str | None = None) -> str:
-        """The principal of ``role`` (of ``application`` for the application role)."""
+        """The principal of ``role`` (of ``application`` for the application role, by the
+        default convention: :func:`application_principal` honours one the topology names)."""
         if role == "application":
             if application is None:
                 raise PolicyError("the application role needs an application name")
             return self.application_prefix + application
-        principal: str = getattr(self, role)
+        principal: str = getattr(self, role.replace("-", "_"))
         return principal
 
     def services(self) -> frozenset[str]:
         """The principals of drsvc's own roles (not the applications')."""
         return frozenset(
-            {self.replicator, self.heartbeats, self.checkpoints, self.executor, self.verifier}
+            {
+                self.replicator,
+                self.heartbeats,
+                self.checkpoints,
+                self.executor,
+                self.verifier,
+                self.acl_sync,
+            }
         )
+
+
+def application_principal(app: ApplicationShape, principals: Principals | None = None) -> str:
+    """The principal of ``app``: the one its topology entry names, else the convention's."""
+    if app.principal is not None:
+        return app.principal
+    return (principals if principals is not None else Principals()).of("application", app.name)
 
 
 def _check_principal(principal: str, what: str) -> None:
@@ -239,6 +277,9 @@ class FlowShape(Protocol):
     @property
     def groups(self) -> NameFilterShape: ...
 
+    @property
+    def sync_acls(self) -> bool: ...
+
 
 class ApplicationShape(Protocol):
     """An application as the grants need it."""
@@ -263,6 +304,12 @@ class ApplicationShape(Protocol):
 
     @property
     def on_recovery(self) -> str: ...
+
+    @property
+    def principal(self) -> str | None: ...
+
+    @property
+    def fence_writes(self) -> bool: ...
 
 
 class TopologyShape(Protocol):
@@ -474,6 +521,18 @@ def _flow_heartbeats(topology: TopologyShape, flow: FlowShape) -> list[tuple[str
     return routes
 
 
+def copy_name(topology: TopologyShape, flow: FlowShape, topic: str) -> str | None:
+    """The name ``flow`` gives its copy of ``topic`` (a name on its source), or None when it
+    does not copy it (filtered out, internal, a loop, multi-hop off)."""
+    return _copies(topology, flow, topic)
+
+
+def flow_source_resources(topology: TopologyShape, flow: FlowShape) -> tuple[Resource, ...]:
+    """What ``flow`` may copy from its source, as topic resources (see the replicator's
+    grants): LITERAL or PREFIXED names, or the wildcard."""
+    return tuple(_flow_source_topics(topology, flow))
+
+
 def _remote_names(topology: TopologyShape, cluster: str, topic: str) -> list[str]:
     """The one-hop copies of ``topic`` on ``cluster`` (what a following consumer drains), from
     every flow into it; under identity the copy is ``topic`` itself."""
@@ -544,6 +603,7 @@ _W = Operation.WRITE
 _TOPIC = ResourceType.TOPIC
 _GROUP = ResourceType.GROUP
 _TXN = ResourceType.TRANSACTIONAL_ID
+_CLUSTER = Resource(ResourceType.CLUSTER, PatternType.LITERAL, CLUSTER_NAME)
 
 
 def _replicator(topology: TopologyShape, cluster: str, grants: _Grants) -> None:
@@ -803,6 +863,29 @@ def _executor(topology: TopologyShape, cluster: str, grants: _Grants) -> None:
             grants.literal(_GROUP, group, (_R,), f"{who}: set and read the group's offsets")
         for transactional in app.transactional_ids:
             grants.literal(_TXN, transactional, (_W,), f"{who}: fence its transactional producer")
+        if app.fence_writes:
+            grants.add(
+                _CLUSTER,
+                (Operation.ALTER,),
+                f"{who}: fence its producers' writes (add and remove DENY WRITE bindings)",
+            )
+
+
+def _acl_sync(topology: TopologyShape, cluster: str, grants: _Grants) -> None:
+    """Listing ACLs takes DESCRIBE on the cluster, creating them ALTER (which implies DESCRIBE,
+    so the target's existing bindings can be compared): only for flows that set ``sync_acls``."""
+    for flow in topology.flows:
+        if not flow.sync_acls:
+            continue
+        s, t = flow.source, flow.target
+        if cluster == s:
+            grants.add(_CLUSTER, (Operation.DESCRIBE,), f"flow {s}->{t}: list the topics' ACLs")
+        if cluster == t:
+            grants.add(
+                _CLUSTER,
+                (Operation.ALTER,),
+                f"flow {s}->{t}: list the copies' ACLs, create the mirrored ones",
+            )
 
 
 def _verifier(topology: TopologyShape, cluster: str, grants: _Grants) -> None:
@@ -891,7 +974,7 @@ def role_grants(
                 raise PolicyError(f"unknown application {application!r} (known: {known})")
         for app in apps:
             if cluster in application_clusters(topology, app):
-                grants = _Grants(who.of("application", app.name))
+                grants = _Grants(application_principal(app, who))
                 _application(topology, cluster, app, grants, who)
                 collected.extend(grants.items)
     else:
@@ -907,6 +990,8 @@ def role_grants(
             _checkpoints(topology, cluster, grants)
         elif role == "executor":
             _executor(topology, cluster, grants)
+        elif role == "acl-sync":
+            _acl_sync(topology, cluster, grants)
         else:
             _verifier(topology, cluster, grants)
         collected.extend(grants.items)

@@ -46,6 +46,7 @@ __all__ = [
     "ConsulEndpoint",
     "TokenSource",
     "consul_endpoint",
+    "first_consul_address",
     "resolve_consul_access",
 ]
 
@@ -273,11 +274,22 @@ def _address(
                 f"{ADDR_ENV}={passed_over} is not used: this process was given the Consul "
                 f"address {explicit}; set {DRSVC_ADDR_ENV} or --consul to choose the agent"
             )
+    return first_consul_address(explicit, values, None if topology is None else topology.address)
+
+
+def first_consul_address(
+    explicit: str | None, env: Mapping[str, str], configured: str | None = None
+) -> str | None:
+    """The Consul address to use, first given wins: ``explicit`` (a command's option, a
+    caller's argument), ``DRSVC_CONSUL_HTTP_ADDR``, ``CONSUL_HTTP_ADDR``, then ``configured``
+    (a topology's ``consul.address``); None when none is (the caller's own default applies).
+
+    Raises :class:`ConfigError` naming where a malformed address came from."""
     for given, where in (
         (explicit, "the Consul address given"),
-        (values.get(DRSVC_ADDR_ENV), DRSVC_ADDR_ENV),
-        (values.get(ADDR_ENV), ADDR_ENV),
-        (None if topology is None else topology.address, "consul.address of the topology"),
+        (env.get(DRSVC_ADDR_ENV), DRSVC_ADDR_ENV),
+        (env.get(ADDR_ENV), ADDR_ENV),
+        (configured, "consul.address of the topology"),
     ):
         if given:
             try:

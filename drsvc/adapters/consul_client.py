@@ -11,7 +11,7 @@ an address gets what ``CONSUL_HTTP_TOKEN_FILE``, ``CONSUL_CACERT`` and the rest 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import consul
@@ -172,3 +172,59 @@ class ConsulClient:
         if item is None or item.get("Value") is None:
             return None
         return bytes(item["Value"]).decode()
+
+    # ---------------------------------------------------------------- ACLs (a management token)
+
+    def acl_self(self) -> dict[str, Any]:
+        """The token this client sends, as Consul knows it (its accessor id, its policies);
+        a permission error while Consul does not know it (yet)."""
+        return dict(self._call("read its own ACL token", self._consul.acl.token.read_self))
+
+    def upsert_acl_policy(
+        self, name: str, rules: Mapping[str, object], description: str = ""
+    ) -> str:
+        """Create policy ``name`` with ``rules`` (a policy document in its JSON form), or
+        replace the rules of the one that exists; returns its id."""
+        policies = self._call("list ACL policies", self._consul.acl.policy.list)
+        found = next((p for p in policies or [] if p.get("Name") == name), None)
+        if found is None:
+            created = self._call(
+                f"create ACL policy {name}",
+                lambda: self._consul.acl.policy.create(
+                    name, description=description or None, rules=dict(rules)
+                ),
+            )
+            return str(created["ID"])
+        policy_id = str(found["ID"])
+        self._call(
+            f"update ACL policy {name}",
+            lambda: self._consul.acl.policy.update(
+                policy_id, name, description=description or None, rules=dict(rules)
+            ),
+        )
+        return policy_id
+
+    def upsert_acl_token(
+        self, accessor_id: str, secret: str, policies: list[str], description: str = ""
+    ) -> None:
+        """Create the token ``accessor_id`` with secret ``secret`` holding ``policies`` (by
+        name), or give the one that exists those policies. The secret is sent, never logged."""
+        tokens = self._call("list ACL tokens", self._consul.acl.token.list)
+        exists = any(t.get("AccessorID") == accessor_id for t in tokens or [])
+        if exists:
+            self._call(
+                f"update ACL token {accessor_id}",
+                lambda: self._consul.acl.token.update(
+                    accessor_id, policies_name=policies, description=description
+                ),
+            )
+            return
+        self._call(
+            f"create ACL token {accessor_id}",
+            lambda: self._consul.acl.token.create(
+                accessor_id=accessor_id,
+                secret_id=secret,
+                policies_name=policies,
+                description=description,
+            ),
+        )

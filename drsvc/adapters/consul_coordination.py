@@ -59,7 +59,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from consul.callback import CB
-from consul.exceptions import ClientError, NotFound
+from consul.exceptions import ACLPermissionDenied, ClientError, NotFound
 
 from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_client import ConsulClient
@@ -81,6 +81,8 @@ log = logging.getLogger(__name__)
 _CONSISTENT = "consistent"
 #: the HTTP status of a transaction that Consul rolled back
 _TXN_ROLLED_BACK = "409"
+#: how Consul starts the error of an operation a transaction's token may not do
+_PERMISSION_DENIED = "Permission denied"
 
 
 class _Api(ConsulClient):
@@ -108,7 +110,13 @@ class _Api(ConsulClient):
 
         def call() -> list[dict[str, Any]] | None:
             try:
-                self._consul.txn.put(payload)
+                # Not py-consul's txn.put: it sends no ACL token.
+                self._consul.http.put(
+                    CB.json(),
+                    "/v1/txn",
+                    headers=self._consul.prepare_headers(None),
+                    data=json.dumps(payload),
+                )
             except ClientError as err:
                 # py-consul raises ClientError("409 <body>") for a rolled back transaction; the
                 # body says which operation failed. Any other 4xx is translated by _call.
@@ -119,7 +127,13 @@ class _Api(ConsulClient):
                     errors = json.loads(body).get("Errors")
                 except (ValueError, AttributeError):
                     errors = None
-                return list(errors) if isinstance(errors, list) else [{"What": body}]
+                found = list(errors) if isinstance(errors, list) else [{"What": body}]
+                denied = [e for e in found if _PERMISSION_DENIED in str(e.get("What", ""))]
+                if denied:
+                    # Consul rolls back an operation the token may not do as it rolls back a
+                    # conflict; it is a permission problem, not a conflict, and said as one.
+                    raise ACLPermissionDenied(str(denied[0].get("What"))) from None
+                return found
             return None
 
         return self._call("transaction", call)

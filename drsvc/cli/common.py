@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from drsvc.adapters.consul_access import first_consul_address
 from drsvc.dev_endpoints import LocalEndpoints
 from drsvc.errors import ConfigError
 from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
@@ -50,21 +51,24 @@ ConsulOption = Annotated[
     str | None,
     typer.Option(
         "--consul",
-        help="Consul HTTP address host:port (default: DRSVC_CONSUL_HTTP_ADDR, else the local "
-        "environment's agent).",
+        help="Consul HTTP address host:port, optionally after http:// or https:// (default: "
+        "DRSVC_CONSUL_HTTP_ADDR, CONSUL_HTTP_ADDR, the topology's consul.address, else the "
+        "local environment's agent).",
         show_default=False,
     ),
 ]
 
 
-def resolve_consul(option: str | None, state_dir: Path | None) -> str | None:
-    """The Consul HTTP address to use: the flag, the environment, or the local environment's."""
-    if option:
-        return option
-    from_env = os.environ.get("DRSVC_CONSUL_HTTP_ADDR")
-    if from_env:
-        return from_env
-    return _local_endpoints(state_dir).consul_http_addr()
+def resolve_consul(
+    option: str | None, state_dir: Path | None, topology: Topology | None = None
+) -> str | None:
+    """The Consul HTTP address to use, first given wins: the flag, ``DRSVC_CONSUL_HTTP_ADDR``,
+    ``CONSUL_HTTP_ADDR`` (as Consul's own tools read it), the topology's ``consul.address``,
+    else the local environment's agent (None: there is none)."""
+    configured = None if topology is None or topology.consul is None else topology.consul.address
+    return first_consul_address(option, os.environ, configured) or (
+        _local_endpoints(state_dir).consul_http_addr()
+    )
 
 
 def _local_endpoints(state_dir: Path | None) -> LocalEndpoints:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.cli.common import (
     LogFormatOption,
@@ -73,7 +74,12 @@ def _application_reader(
     address = resolve_consul(None, state_dir)
     if address is None:
         return lambda: {"applications_error": "no Consul agent known"}
-    coordinator = ConsulCoordinator(address, timeout_s=1.0)
+    try:
+        access = _executor_access(topology, address)
+    except ConfigError as err:  # the view shows it; the roles report their own
+        message = str(err)
+        return lambda: {"applications_error": message}
+    coordinator = ConsulCoordinator(address, timeout_s=1.0, access=access)
     cached: dict[str, Any] = {"at": -1e9, "value": {}}
 
     def read() -> Mapping[str, Any]:
@@ -90,6 +96,12 @@ def _application_reader(
     return read
 
 
+def _executor_access(topology: Topology, address: str) -> ConsulAccess:
+    """How this process reaches Consul: Consul's variables, else the executor's token of the
+    topology (it reads and writes the applications' keys, as the executor does)."""
+    return ConsulAccess.from_env(topology.consul, role="executor", address=address)
+
+
 def _create_active_documents(topology: Topology, state_dir: Path) -> None:
     """Each application's active document, created from the topology if its key is absent, so
     that clients read the configured lease and an epoch from Consul from the first moment on
@@ -103,7 +115,10 @@ def _create_active_documents(topology: Topology, state_dir: Path) -> None:
         log.warning("no Consul agent known: the applications' active documents were not created")
         return
     try:
-        created = ensure_active_documents(topology, ConsulCoordinator(address, timeout_s=5.0))
+        coordinator = ConsulCoordinator(
+            address, timeout_s=5.0, access=_executor_access(topology, address)
+        )
+        created = ensure_active_documents(topology, coordinator)
     except DrsvcError as err:
         log.warning("the applications' active documents were not created: %s", err)
         return
@@ -138,6 +153,13 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(min=0, help="On SIGTERM/SIGINT: how long roles may take to stop."),
         ] = 30.0,
+        api_tokens_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--api-tokens-file",
+                help="The API role's --tokens-file (named tokens, 'name role secret' a line).",
+            ),
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
         state_dir: StateDirOption = None,
         log_format: LogFormatOption = "text",
@@ -163,6 +185,9 @@ def register(app: typer.Typer) -> None:
             state_dir=state,
             log_format=log_format,
             verbose=verbose,
+            api_args=()
+            if api_tokens_file is None
+            else ("--tokens-file", str(api_tokens_file.resolve())),
         )
         live = not plain and sys.stdout.isatty()
         events = RecentEvents() if live else None

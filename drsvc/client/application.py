@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from drsvc.adapters.consul_access import first_consul_address
 from drsvc.adapters.coordination import Coordinator
 from drsvc.dev_endpoints import LocalEndpoints
 from drsvc.errors import ConfigError
@@ -39,19 +40,19 @@ def resolve_topology(topology: Topology | str | Path) -> Topology:
     return load_topology(topology)
 
 
-def consul_address(consul: str | None) -> str:
+def consul_address(consul: str | None, configured: str | None = None) -> str:
     """The Consul HTTP address the client talks to: the argument, else DRSVC_CONSUL_HTTP_ADDR,
-    else the local ``drsvc dev`` environment's agent (as the CLI finds it)."""
-    if consul:
-        return consul
-    from_env = os.environ.get("DRSVC_CONSUL_HTTP_ADDR")
-    if from_env:
-        return from_env
+    else CONSUL_HTTP_ADDR, else ``configured`` (the topology's ``consul.address``), else the
+    local ``drsvc dev`` environment's agent (as the CLI finds it)."""
+    address = first_consul_address(consul, os.environ, configured)
+    if address:
+        return address
     address = _local_endpoints().consul_http_addr()
     if not address:
         raise ConfigError(
-            "no Consul address: pass consul='host:port', set DRSVC_CONSUL_HTTP_ADDR, or start "
-            "the local environment with 'drsvc dev up'"
+            "no Consul address: pass consul='host:port', set DRSVC_CONSUL_HTTP_ADDR or "
+            "CONSUL_HTTP_ADDR, give the topology a consul.address, or start the local "
+            "environment with 'drsvc dev up'"
         )
     return address
 

@@ -5,12 +5,18 @@ server and a third "witness" server joins them, one quorum of three, so losing a
 Servers keep a data directory (not ``-dev``), so KV data, sessions and registered services
 survive an agent restart. Update checks are off (they would call out to the
 internet) and every port but HTTP, server RPC and serf is disabled.
+
+A secured environment's agents (:mod:`drsvc.devenv.consul_security`) serve HTTPS on the HTTP
+port's number instead (plain HTTP off), with ACLs denying by default, TLS between servers and
+encrypted gossip. Their configuration then holds the management token, so the file is written
+for its owner alone (it always is: one rule is simpler than two).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from drsvc.components import ConsulInstall
@@ -30,12 +36,16 @@ def node_name(agent: ConsulAgentState) -> str:
 
 
 def agent_config(
-    agent: ConsulAgentState, data_dir: Path, peers: Sequence[ConsulAgentState] = ()
+    agent: ConsulAgentState,
+    data_dir: Path,
+    peers: Sequence[ConsulAgentState] = (),
+    secured: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """The agent configuration (Consul reads JSON config files as well as HCL). With ``peers``
     (the other servers of the per-site layout) the servers form one quorum: each expects all of
     them before the first election and keeps retrying to join the others, so a restarted server
-    finds its way back."""
+    finds its way back. ``secured``: the settings a secured agent adds
+    (:func:`drsvc.devenv.consul_security.agent_settings`); its ``ports`` replace these."""
     config: dict[str, object] = {
         "node_name": node_name(agent),
         "server": True,
@@ -67,17 +77,31 @@ def agent_config(
     if peers:
         config["retry_join"] = [f"{p.host}:{p.serf_lan_port}" for p in peers]
         config["retry_interval"] = "1s"
+    if secured is not None:
+        extra = dict(secured)
+        ports = extra.pop("ports", {})
+        assert isinstance(ports, Mapping) and isinstance(config["ports"], dict)
+        config["ports"].update(ports)
+        config.update(extra)
     return config
 
 
 def prepare(
-    state_dir: Path, agent: ConsulAgentState, peers: Sequence[ConsulAgentState] = ()
+    state_dir: Path,
+    agent: ConsulAgentState,
+    peers: Sequence[ConsulAgentState] = (),
+    secured: Mapping[str, object] | None = None,
 ) -> Path:
     base = agent_dir(state_dir, agent)
     (base / "data").mkdir(parents=True, exist_ok=True)
     (base / "logs").mkdir(parents=True, exist_ok=True)
     config_file = base / "agent.json"
-    config_file.write_text(json.dumps(agent_config(agent, base / "data", peers), indent=2))
+    text = json.dumps(agent_config(agent, base / "data", peers, secured), indent=2)
+    # Created 0600 before anything is written: a secured agent's file holds its tokens.
+    fd = os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
     return config_file
 
 

@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drsvc.adapters.consul_access import ConsulAccess, TokenSource
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.components import Components, load_components
 from drsvc.dev_endpoints import LOCAL_HOST, LocalEndpoints, bootstrap_list, unknown_cluster
-from drsvc.devenv import consul_agent, kafka_node, toxiproxy
+from drsvc.devenv import consul_agent, consul_security, kafka_node, toxiproxy
 from drsvc.devenv import secure as secure_env
 from drsvc.devenv.link_plan import check_sites, plan_listeners, ports_needed, proxy_name
 from drsvc.devenv.links import SiteLinks
@@ -160,7 +161,9 @@ class LocalEnvironment:
         return EnvironmentInfo(
             clusters={alias: site.bootstrap_servers for alias, site in state.sites.items()},
             consul_http_addr=self.endpoints.consul_http_addr(),
-            consul_sites={a.site: a.http_addr for a in state.consul_servers if a.site is not None},
+            consul_sites={
+                a.site: state.consul_url(a) for a in state.consul_servers if a.site is not None
+            },
             links_api=links.api_addr if links is not None else None,
             bootstrap_from=(
                 {site: _clusters_from(state, site) for site in links.sites}
@@ -222,7 +225,7 @@ class LocalEnvironment:
                 ProcessStatus(
                     site=agent.site or "-",
                     role="consul",
-                    address=agent.http_addr,
+                    address=state.consul_url(agent),
                     pid=agent.process.pid if agent.process else None,
                     running=agent.process is not None and is_alive(agent.process),
                     listening=port_accepts(agent.host, agent.http_port),
@@ -295,7 +298,9 @@ class LocalEnvironment:
 
         ``secure=True`` creates a secured environment (:mod:`drsvc.devenv.secure`): SASL_SSL and
         mutual-TLS listeners only, ACLs with nothing allowed by default, a certificate and a
-        SCRAM password per principal. Chosen when the environment is created, like links.
+        SCRAM password per principal; Consul with ACLs denying by default, HTTPS only and a
+        token per role (:mod:`drsvc.devenv.consul_security`, :meth:`topology_consul`,
+        :meth:`consul_environment`). Chosen when the environment is created, like links.
         """
         if brokers is not None and brokers not in (1, 3):
             raise ConfigError(f"--brokers must be 1 or 3 (got {brokers})")
@@ -304,10 +309,12 @@ class LocalEnvironment:
             state = self.store.load()
             for alias, wanted in overrides.items():
                 _check_same_overrides(state, alias, wanted)
+            # Before the layout is chosen: a new per-site layout records its servers at once.
+            created = _created(state)
             layout = consul_layout or self.settings.consul_layout
             _choose_layout(state, layout, aliases, explicit=consul_layout)
             self._choose_links(state, links, aliases, brokers)
-            self._choose_secure(state, secure)
+            self._choose_secure(state, secure, created)
             components = self._components(needs_java=not consul_only)
             self._start_consul(state, components, progress)
             if state.links is not None:
@@ -324,6 +331,8 @@ class LocalEnvironment:
                 if pending is not None:
                     self._await_site(state, pending, progress)
             self._wait_consul_ready(state, progress)
+            if state.secure:
+                self._secure_consul(state, progress)
             if kafka_aliases:
                 self._register_services(state, kafka_aliases, progress)
         return self.info()
@@ -372,9 +381,8 @@ class LocalEnvironment:
         )
         self.store.save(state)
 
-    def _choose_secure(self, state: EnvState, wanted: bool | None) -> None:
+    def _choose_secure(self, state: EnvState, wanted: bool | None, created: bool) -> None:
         """Secure a new environment if asked; refuse a change of an existing one's."""
-        created = bool(state.sites) or state.consul is not None or bool(state.consul_servers)
         if wanted is None or wanted == state.secure:
             return
         if created:
@@ -436,7 +444,9 @@ class LocalEnvironment:
         agents = state.consul_agents()
         for agent in agents:
             if agent.process is not None and is_alive(agent.process):
-                progress(f"consul{_site_label(agent)}: already running at {agent.http_addr}")
+                progress(
+                    f"consul{_site_label(agent)}: already running at {state.consul_url(agent)}"
+                )
                 continue
             for what, port in (
                 ("the Consul HTTP API", agent.http_port),
@@ -446,10 +456,15 @@ class LocalEnvironment:
             ):
                 ensure_free(agent.host, port, what)
             peers = [a for a in agents if a is not agent]
-            consul_agent.prepare(self.state_dir, agent, peers)
+            secured = (
+                consul_security.agent_settings(self._consul_secrets(), agent.http_port)
+                if state.secure
+                else None
+            )
+            consul_agent.prepare(self.state_dir, agent, peers, secured)
             progress(
                 f"consul{_site_label(agent)}: starting agent {components.consul.version} at "
-                f"{agent.http_addr}"
+                f"{state.consul_url(agent)}"
             )
             agent.process = consul_agent.start(self.state_dir, agent, components.consul)
             self.store.save(state)
@@ -472,7 +487,7 @@ class LocalEnvironment:
                         "the process exited",
                         consul_agent.log_file(self.state_dir, agent),
                     )
-            if self._consul_quorum(agents):
+            if self._consul_quorum(state, agents):
                 names = ", ".join(a.site or "local" for a in agents)
                 progress(f"consul: ready ({len(agents)} server(s): {names})")
                 return
@@ -485,16 +500,110 @@ class LocalEnvironment:
                 )
             time.sleep(0.3)
 
-    @staticmethod
-    def _consul_quorum(agents: Sequence[ConsulAgentState]) -> bool:
+    def _consul_quorum(self, state: EnvState, agents: Sequence[ConsulAgentState]) -> bool:
         for agent in agents:
-            client = ConsulClient(agent.http_addr, timeout_s=2.0)
+            client = self._consul_client(state, agent, timeout_s=2.0)
             try:
                 if not client.leader() or len(client.peers()) < len(agents):
                     return False
             except CoordinatorUnavailableError:
                 return False
         return True
+
+    def _consul_secrets(self) -> consul_security.ConsulSecrets:
+        """The Consul secrets of this (secured) environment, made now where missing."""
+        files = secure_env.prepare(self.state_dir)
+        return consul_security.prepare(files)
+
+    def _consul_admin(self, state: EnvState) -> ConsulAccess | None:
+        """How the environment itself reaches its Consul: on a secured one, over HTTPS with the
+        management token; None otherwise (the process environment decides, as for any
+        client)."""
+        if not state.secure:
+            return None
+        found = consul_security.consul_secrets(secure_env.secure_files(self.state_dir))
+        return ConsulAccess(
+            scheme="https",
+            ca_file=found.ca_file,
+            token=TokenSource(
+                f"the management token file {found.management_token_file}",
+                file=found.management_token_file,
+            ),
+        )
+
+    def _consul_client(
+        self, state: EnvState, agent: ConsulAgentState, timeout_s: float = 5.0
+    ) -> ConsulClient:
+        return ConsulClient(
+            state.consul_url(agent), timeout_s=timeout_s, access=self._consul_admin(state)
+        )
+
+    def consul_admin_client(self, site: str | None = None) -> ConsulClient:
+        """A client of the environment's Consul with the environment's own access (on a secured
+        environment, its management token): for tests and tools that set Consul up."""
+        state = self.store.load()
+        return self._consul_client(state, self._consul_agent_for(state, site))
+
+    def _secure_consul(self, state: EnvState, progress: Progress) -> None:
+        """Once the quorum runs: wait until the management token is known (the leader creates
+        it), then create or update the agents' token and one policy and token per role."""
+        found = self._consul_secrets()
+        client = self._consul_client(state, state.consul_agents()[0], timeout_s=5.0)
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while True:
+            try:
+                client.acl_self()
+                break
+            except (ConfigError, CoordinatorUnavailableError) as err:
+                if time.monotonic() > deadline:
+                    raise LocalEnvError(
+                        f"Consul's ACL system did not accept the management token after "
+                        f"{self.settings.start_timeout_s:.0f}s: {err}"
+                    ) from err
+                time.sleep(0.3)
+        client.upsert_acl_policy(
+            consul_security.AGENT_POLICY,
+            consul_security.AGENT_RULES,
+            "drsvc local environment: the server agents",
+        )
+        client.upsert_acl_token(
+            found.read(found.agent_accessor_file()),
+            found.read(found.agent_token_file),
+            [consul_security.AGENT_POLICY],
+            "drsvc local environment: the server agents",
+        )
+        for role in consul_security.ROLES:
+            name = consul_security.policy_name(role)
+            client.upsert_acl_policy(
+                name,
+                consul_security.rules_document(
+                    consul_security.dev_role_rules(role, list(state.sites))
+                ),
+                f"drsvc local environment: {role}",
+            )
+            client.upsert_acl_token(
+                found.accessor(role),
+                found.read(found.token_file(role)),
+                [name],
+                f"drsvc local environment: {role}",
+            )
+        progress(
+            f"consul: ACLs deny by default; role tokens in {found.root / 'tokens'} "
+            f"({', '.join(consul_security.ROLES)})"
+        )
+
+    def _consul_agent_for(self, state: EnvState, site: str | None) -> ConsulAgentState:
+        """The agent a process of ``site`` uses: that site's server in the per-site layout,
+        else the first agent (the single one, or the first site's)."""
+        agents = state.consul_agents()
+        if not agents:
+            raise LocalEnvError(
+                f"the local environment in {self.state_dir} has no Consul agent; start it with "
+                "'drsvc dev up'"
+            )
+        if site is None:
+            return agents[0]
+        return state.consul_agent_of(site) or agents[0]
 
     def stop_consul_site(self, site: str) -> None:
         """Kill one site's Consul server (SIGKILL, as a lost site); ``up`` brings it back."""
@@ -699,18 +808,30 @@ class LocalEnvironment:
             return None
         return secure_env.topology_security(secure_env.secure_files(self.state_dir), principal)
 
-    def topology_consul(self, role: ConsulRole) -> dict[str, object] | None:
+    def topology_consul(
+        self, role: ConsulRole, site: str | None = None
+    ) -> dict[str, object] | None:
         """A topology's ``consul:`` block for a process of ``role`` (the environment's Consul
         address, its CA file and the role's token file) when the environment's Consul is secured;
-        None while it is not (a process then reaches it by address alone)."""
-        del role  # every role reaches an unsecured Consul the same way
-        return None
+        None while it is not (a process then reaches it by address alone). ``site``: the agent
+        of that site in the per-site layout (default: the first site's)."""
+        state = self.store.load()
+        if not state.secure:
+            return None
+        url = state.consul_url(self._consul_agent_for(state, site))
+        found = consul_security.consul_secrets(secure_env.secure_files(self.state_dir))
+        return consul_security.role_topology_block(found, role, url)
 
-    def consul_environment(self, role: ConsulRole) -> dict[str, str]:
+    def consul_environment(self, role: ConsulRole, site: str | None = None) -> dict[str, str]:
         """The ``CONSUL_HTTP_*`` variables that let a process of ``role`` (or Consul's own tools)
-        reach the environment's Consul; empty while it is not secured."""
-        del role
-        return {}
+        reach the environment's Consul; empty while it is not secured. ``site`` as for
+        :meth:`topology_consul`."""
+        state = self.store.load()
+        if not state.secure:
+            return {}
+        url = state.consul_url(self._consul_agent_for(state, site))
+        found = consul_security.consul_secrets(secure_env.secure_files(self.state_dir))
+        return consul_security.role_environment(found, role, url)
 
     def add_principal(self, principal: str) -> None:
         """A certificate and a SCRAM password for ``principal`` (an application's, say), set on
@@ -740,7 +861,7 @@ class LocalEnvironment:
             site = state.sites[alias]
             # Each site's services live on its own agent; sites without one use the first.
             agent = state.consul_agent_of(alias) or agents[0]
-            client = clients.setdefault(alias, ConsulClient(agent.http_addr))
+            client = clients.setdefault(alias, self._consul_client(state, agent))
             client.register_tcp_service(
                 naming.kafka_service(alias),
                 address=site.host,
@@ -753,7 +874,7 @@ class LocalEnvironment:
             )
         deadline = time.monotonic() + 30.0
         pending = [naming.kafka_service(a) for a in aliases]
-        reader = ConsulClient(agents[0].http_addr)
+        reader = self._consul_client(state, agents[0])
         while pending:
             pending = [name for name in pending if not reader.service_passing(name)]
             if not pending:
@@ -835,6 +956,11 @@ class LocalEnvironment:
             shutil.rmtree(self.state_dir, ignore_errors=False)
             progress(f"removed {self.state_dir}")
         return len(stopped)
+
+
+def _created(state: EnvState) -> bool:
+    """Has an ``up`` already recorded clusters or Consul agents in ``state``?"""
+    return bool(state.sites) or state.consul is not None or bool(state.consul_servers)
 
 
 def _link_listeners(state: EnvState, alias: str, node_id: int) -> list[LinkListener]:

@@ -43,6 +43,7 @@ ROLE_PRINCIPALS = (
     "drsvc-checkpoints",
     "drsvc-executor",
     "drsvc-verifier",
+    "drsvc-acl-sync",
 )
 SUPER_USERS = (BROKER_PRINCIPAL, ADMIN_PRINCIPAL)
 #: Kafka's rule from a certificate's subject to a principal: ``CN=x`` is ``User:x``

@@ -27,6 +27,7 @@ from drsvc.dev_endpoints import (
     ConsulLayout,
     StateDocument,
     bootstrap_list,
+    consul_url,
     read_state,
 )
 from drsvc.process_handle import ProcessHandle
@@ -94,6 +95,7 @@ class ConsulAgentState(BaseModel):
     #: the site whose agent this is (a cluster alias, or ``witness``); None: the single agent
     site: str | None = None
     host: str = LOCAL_HOST
+    #: the HTTP API (HTTPS only on a secured environment)
     http_port: int
     server_port: int
     serf_lan_port: int
@@ -176,6 +178,10 @@ class EnvState(StateDocument):
             if self.consul_layout == "per-site"
             else ([self.consul] if self.consul is not None else [])
         )
+
+    def consul_url(self, agent: ConsulAgentState) -> str:
+        """How clients name ``agent``: with ``https://`` on a secured environment."""
+        return consul_url(agent.host, agent.http_port, self.secure)
 
     def consul_agent_of(self, site: str) -> ConsulAgentState | None:
         """The agent a site's processes talk to: its own server, else none of its own."""

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from drsvc.errors import ConfigError
 from drsvc.kafka.clock import Clock, SystemClock
-from drsvc.kafka.errors import translated
+from drsvc.kafka.errors import refuses_credentials, translated
 from drsvc.kafka.reader import ReadLimits, TopicReader, reader_settings
 from drsvc.topology.models import Topology
 
@@ -95,6 +96,7 @@ class KafkaClients:
         self._resolved: dict[str, dict[str, Any]] | None = None
         self._admins: dict[str, AdminClient] = {}
         self._admins_lock = threading.Lock()
+        self._refusals: dict[str, str] = {}
 
     @classmethod
     def for_configs(
@@ -114,6 +116,7 @@ class KafkaClients:
         clients._resolved = {alias: dict(config) for alias, config in configs.items()}
         clients._admins = {}
         clients._admins_lock = threading.Lock()
+        clients._refusals = {}
         return clients
 
     @property
@@ -199,8 +202,28 @@ class KafkaClients:
         with self._admins_lock:
             admin = self._admins.get(alias)
             if admin is None:
-                config = self.config(alias)
+                config = {**self.config(alias), "error_cb": partial(self._on_admin_error, alias)}
                 with translated("creating an admin client", alias):
                     admin = AdminClient(config)
                 self._admins[alias] = admin
             return admin
+
+    def _on_admin_error(self, alias: str, error: KafkaError) -> None:
+        if refuses_credentials(error):
+            self._refusals[alias] = f"{error.name()}: {error.str()}"
+
+    def credentials_refused(self, alias: str) -> str | None:
+        """Why cluster ``alias`` refused its admin client's credentials (or the client its
+        certificate) since the last call, or None. Call it after a request failed: a refusal
+        reaches the client only as an event, which this serves.
+
+        A refused admin client is dropped, so the next one reads its secrets again (a rotated
+        password file is picked up without a restart)."""
+        with self._admins_lock:
+            admin = self._admins.get(alias)
+            if admin is not None:
+                admin.poll(0)
+            refusal = self._refusals.pop(alias, None)
+            if refusal is not None:
+                self._admins.pop(alias, None)
+            return refusal

@@ -58,6 +58,7 @@ __all__ = [
     "UNAVAILABLE",
     "describe",
     "kafka_error",
+    "refuses_credentials",
     "retriable",
     "to_drsvc",
     "translated",
@@ -146,6 +147,18 @@ INVALID_CONFIG = frozenset({KafkaError.INVALID_CONFIG, KafkaError._INVALID_ARG})
 
 #: answers that no retry can change: someone must fix a setting, a secret or an ACL
 CONFIG_PROBLEMS = AUTHENTICATION | AUTHORIZATION | INVALID_CONFIG
+
+
+def refuses_credentials(error: KafkaError) -> bool:
+    """Whether a client error event says the cluster refused the client's credentials, or the
+    client refused the cluster's certificate. librdkafka reports either only as an event (the
+    request that needed the connection fails with a transport error, like an outage does)."""
+    if error.code() in AUTHENTICATION:
+        return True
+    # A certificate nobody trusts: the handshake fails the same way at every try. Other TLS
+    # failures (a connection cut mid-handshake by a dying broker) are left to the outage path.
+    return error.code() == KafkaError._SSL and "certificate" in error.str().lower()
+
 
 _HINTS = (
     (AUTHENTICATION, "check the cluster's security settings and secrets in the topology"),

@@ -35,6 +35,7 @@ from drsvc.topology.rules import cross_field_problems
 from drsvc.topology.security import SecurityConfig
 from failover import naming
 from failover.dr_decision import ControllerSettings
+from failover.kafka_acls import Principals
 from failover.replication_policy import (
     DEFAULT_SEPARATOR,
     IdentityPolicy,
@@ -315,6 +316,13 @@ class Flow(FrozenModel):
         " application can fail back exactly. Only for identity flows whose opposite flow is a"
         " plain identity flow.",
     )
+    sync_acls: bool = Field(
+        default=False,
+        description="Mirror the source's topic ACLs onto the copies, as MirrorMaker 2 does:"
+        " ALLOW READ and DESCRIBE (ALL becomes READ) and DENY READ and DESCRIBE, for the same"
+        " principal and host, on the remote names. WRITE is never granted on a copy, and"
+        " nothing is ever deleted ('drsvc acls sync'; opt-in).",
+    )
 
     @field_validator("separator")
     @classmethod
@@ -378,6 +386,47 @@ class Application(FrozenModel):
         " send or commit fail) while the old cluster answers, and records what it fenced."
         " Plain (idempotent) producers cannot be fenced: they rely on their lease alone.",
     )
+    principal: str | None = Field(
+        default=None,
+        description="The Kafka principal the application's clients authenticate as"
+        " ('User:orders-service'); default User:app-<name>. Its role grants name it.",
+    )
+    fence_writes: bool = Field(
+        default=False,
+        description="Write fencing for producers that are not transactional: a failover, once"
+        " the lease is waited out, removes a DENY WRITE of the application's principal on its"
+        " topics on the new cluster and, when planned, adds one on the old cluster, and records"
+        " it as its fence-writes step; a rollback removes it again. The executor then needs"
+        " ALTER on the cluster resource (opt-in; needs principal).",
+    )
+
+    @field_validator("principal")
+    @classmethod
+    def _principal_form(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        kind, sep, name = value.partition(":")
+        if not sep or not kind or not name or name == "*" or any(c.isspace() for c in value):
+            raise ValueError(
+                f"principal must be of the form Type:name, one principal, like"
+                f" 'User:orders-service' (got {value!r})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _fencing_names_its_principal(self) -> Application:
+        if self.fence_writes and self.principal is None:
+            raise ValueError(
+                f"application {self.name!r}: fence_writes needs principal (the principal whose"
+                " WRITE a failover denies on the old cluster), e.g. principal: User:app-"
+                f"{self.name}"
+            )
+        if self.principal is not None and self.principal in Principals().services():
+            raise ValueError(
+                f"application {self.name!r}: principal {self.principal} is one of drsvc's own;"
+                " an application needs a principal of its own"
+            )
+        return self
 
     @field_validator("sync_group_offsets", "on_unknown_translation", mode="wrap")
     @classmethod

@@ -9,13 +9,19 @@ and password file, as separate deployments would be. A producer that follows the
 active key writes the whole time; a planned failover and the failback move it, the groups'
 positions are translated, and every acknowledged record is read exactly once. The checkpoint
 stream (faust) runs on SASL_SSL too.
+
+Consul is secured as well: HTTPS only, ACLs that deny by default, and each role reaches it with
+its own token, named in its topology's ``consul:`` block and in Consul's own variables
+(``CONSUL_HTTP_ADDR``, ``CONSUL_CACERT``, ``CONSUL_HTTP_TOKEN_FILE``) of its process.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,11 +42,14 @@ from failover_support import (
 )
 from replication_support import create, running_workers
 
+from drsvc.adapters.consul_access import resolve_consul_access
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.devenv.environment import LocalEnvironment
+from drsvc.errors import CredentialsRefusedError
 from drsvc.kafka.acls import create_acls
 from drsvc.kafka.admin import admin_client
 from drsvc.runtime.access.grants import kafka_grants
+from drsvc.runtime.failover.clusters import KafkaFailoverClusters
 from drsvc.settings import Settings
 from drsvc.topology import load_topology_text
 from failover.naming import DEFAULT_CHECKPOINTS_TOPIC, app_active_key
@@ -72,7 +81,10 @@ class Estate:
 
     @property
     def consul(self) -> ConsulClient:
-        return ConsulClient(self.consul_addr)
+        """Consul as the application reads it (its token may read its active key)."""
+        return ConsulClient(
+            access=resolve_consul_access(self.env.consul_environment("application"))
+        )
 
     def app_settings(self) -> dict[str, str]:
         return self.env.client_settings(APP_PRINCIPAL)
@@ -82,7 +94,10 @@ class Estate:
 
     def executor(self, *args: str) -> tuple[int, dict[str, Any], str]:
         code, doc, err = run_cli(
-            *args, "-t", str(self.topologies["executor"]), env=failover_env(self.consul_addr)
+            *args,
+            "-t",
+            str(self.topologies["executor"]),
+            env={**failover_env(self.consul_addr), **self.env.consul_environment("executor")},
         )
         return code, doc or {}, err
 
@@ -129,12 +144,14 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
         topologies: dict[str, Path] = {}
         for role, principal in {**ROLE_PRINCIPALS, "application": APP_PRINCIPAL}.items():
             security = env.topology_security(principal)
-            assert security is not None
+            consul = env.topology_consul(role)  # type: ignore[arg-type]
+            assert security is not None and consul is not None
             clusters = {
                 a: {"bootstrap_servers": b, "security": security} for a, b in bootstraps.items()
             }
+            document = {**_document(name, topic, clusters), "consul": consul}
             path = tmp / f"{role}.json"
-            path.write_text(json.dumps(_document(name, topic, clusters), indent=2))
+            path.write_text(json.dumps(document, indent=2))
             topologies[role] = path
         # What each role may do, and nothing more: the same grants 'drsvc acls plan' prints.
         topology = load_topology_text(topologies["executor"].read_text())
@@ -150,11 +167,25 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
         env.down()
 
 
+@contextmanager
+def _started_with(variables: Mapping[str, str]) -> Iterator[None]:
+    """Processes started inside inherit ``variables`` (the helpers that start them pass on
+    this process's environment): how each role gets its own Consul token."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in variables.items():
+            patch.setenv(name, value)
+        yield
+
+
 @pytest.fixture(scope="module")
 def replicating(estate: Estate) -> Iterator[None]:
     flows = ["east->west", "west->east"]
     topology = estate.topologies["replicator"]
-    with running_workers(topology, flows, estate.tmp, "--consul", estate.consul_addr) as workers:
+    with ExitStack() as stack:
+        with _started_with(estate.env.consul_environment("replicator")):
+            workers = stack.enter_context(
+                running_workers(topology, flows, estate.tmp, "--consul", estate.consul_addr)
+            )
         try:
             wait_for_remote_copies(estate.bootstraps, estate.topic, estate.app_settings())
         except AssertionError:
@@ -216,9 +247,12 @@ def test_the_checkpoint_stream_runs_on_sasl_ssl(estate: Estate, replicating: Non
     SCRAM credentials over TLS."""
     group = "g1"
     consume_part(estate.bootstraps["east"], group, [estate.topic], 1.0, estate.app_settings())
-    agent = AgentProcess(
-        estate.topologies["checkpoints"], estate.tmp / "checkpoints.log", estate.tmp / "cp-state"
-    )
+    with _started_with(estate.env.consul_environment("checkpoints")):
+        agent = AgentProcess(
+            estate.topologies["checkpoints"],
+            estate.tmp / "checkpoints.log",
+            estate.tmp / "cp-state",
+        )
     topic = DEFAULT_CHECKPOINTS_TOPIC.format(source="east")
     bootstrap, admin_settings = estate.admin("west")
     reader = Consumer(
@@ -282,3 +316,40 @@ def test_a_role_is_refused_what_its_grants_do_not_name(estate: Estate) -> None:
         assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         consumer.close()
+
+
+def test_refused_credentials_are_a_clear_error_never_an_outage(estate: Estate) -> None:
+    """A wrong password must not read as a dead cluster: a planned failover would turn
+    unplanned, and a controller's probe would vote "down". The check names the refusal, a
+    failover stops before anything moved, and once the password file holds the right secret
+    again (a rotation) the same clients answer."""
+    right = estate.env.topology_security(ROLE_PRINCIPALS["executor"])
+    assert right is not None
+    rotated = estate.tmp / "executor-password-being-rotated"
+    rotated.write_text("not-the-password\n")
+    rotated.chmod(0o600)
+    sasl = {**right["sasl"], "password_file": str(rotated)}  # type: ignore[dict-item]
+    document = json.loads(estate.topologies["executor"].read_text())
+    for cluster in document["clusters"].values():
+        cluster["security"] = {**right, "sasl": sasl}
+    wrong_file = estate.tmp / "executor-wrong-password.json"
+    wrong_file.write_text(json.dumps(document, indent=2))
+    clusters = KafkaFailoverClusters(load_topology_text(wrong_file.read_text()))
+    started = time.monotonic()
+    with pytest.raises(CredentialsRefusedError, match="cluster 'east' refused") as refused:
+        clusters.reachable("east", tries=1)
+    assert time.monotonic() - started < 15
+    assert "not-the-password" not in str(refused.value)
+
+    before = estate.consul.kv_get(app_active_key(estate.name, APP))
+    code, _doc, err = run_cli(
+        "failover", "-t", str(wrong_file), "--app", APP, "--to", "west",
+        env={**failover_env(estate.consul_addr), **estate.env.consul_environment("executor")},
+    )  # fmt: skip
+    assert code != 0 and "refused drsvc's credentials" in err, err
+    assert "not-the-password" not in err
+    assert estate.consul.kv_get(app_active_key(estate.name, APP)) == before
+
+    secret_file = Path(str(right["sasl"]["password_file"]))  # type: ignore[index]
+    rotated.write_text(secret_file.read_text())
+    assert clusters.reachable("east", tries=1) is True

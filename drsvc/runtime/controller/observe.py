@@ -43,7 +43,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.errors import DrsvcError
+from drsvc.errors import CredentialsRefusedError, DrsvcError
 from failover import naming
 from failover.dr_decision import Observation
 from failover.heartbeats import Freshness
@@ -74,6 +74,11 @@ class DirectProbe:
         asked = time.monotonic()
         try:
             answered = self._reachable(cluster)
+        except CredentialsRefusedError as err:
+            # Refused credentials say nothing about the cluster's health: this vantage abstains
+            # (counting it as "down" would let a wrong password fail applications over).
+            log.error("controller probe of %s: %s", cluster, err)
+            return None
         except DrsvcError as err:
             return Observation(
                 cluster, self.vantage, False, now_s + _since(asked), str(err), CONTROLLER_VIEWPOINT

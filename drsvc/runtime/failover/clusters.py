@@ -8,11 +8,18 @@ checkpoint topic reader and the admin helpers; nothing is translated twice.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from drsvc.errors import ConfigError, DrsvcError, KafkaUnavailableError
+from drsvc.errors import (
+    ConfigError,
+    CredentialsRefusedError,
+    DrsvcError,
+    KafkaUnavailableError,
+    TemporaryError,
+)
 from drsvc.kafka.admin import (
     PartitionError,
     alter_group_offsets,
@@ -62,7 +69,8 @@ class FailoverClusters(Protocol):
         self, alias: str, timeout_s: float | None = None, *, tries: int = PROBE_TRIES
     ) -> bool:
         """Does the cluster answer a metadata request within ``timeout_s`` (default: the probe
-        timeout) in one of ``tries`` attempts?"""
+        timeout) in one of ``tries`` attempts? Raises :class:`CredentialsRefusedError` when it
+        refused the credentials: that is no answer about its health."""
         ...
 
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
@@ -184,6 +192,11 @@ class KafkaFailoverClusters:
                 timeout=self._probe_timeout_s if timeout_s is None else timeout_s
             )
         except Exception:
+            refusal = self._clients.credentials_refused(alias)
+            if refusal is not None:
+                # Without this a wrong password or an untrusted certificate would read as an
+                # outage: a planned failover would turn unplanned, a probe would vote "down".
+                raise _refused(alias, refusal) from None
             return None
         return metadata if metadata.brokers else None
 
@@ -265,22 +278,43 @@ class KafkaFailoverClusters:
             found[(topic, partition)] = crossed_end(start, (source for source, _ in tail))
         return found
 
+    @contextmanager
+    def _refusal_named(self, alias: str) -> Iterator[None]:
+        """A request of the block that found no answer because ``alias`` refused the admin
+        client's credentials says so (:class:`CredentialsRefusedError`) instead of reading as an
+        outage."""
+        try:
+            yield
+        except TemporaryError:
+            refusal = self._clients.credentials_refused(alias)
+            if refusal is None:
+                raise
+            raise _refused(alias, refusal) from None
+
     def partition_ends(self, alias: str, topics: Collection[str]) -> dict[Partition, int]:
         admin = self._admin(alias)
-        described = describe_topics(admin, sorted(set(topics)), self._timeout_s)
-        partitions = [(name, p) for name, info in described.items() for p in range(info.partitions)]
-        return list_offsets(admin, partitions, "latest", self._timeout_s)
+        with self._refusal_named(alias):
+            described = describe_topics(admin, sorted(set(topics)), self._timeout_s)
+            partitions = [
+                (name, p) for name, info in described.items() for p in range(info.partitions)
+            ]
+            return list_offsets(admin, partitions, "latest", self._timeout_s)
 
     def earliest(self, alias: str, partitions: Collection[Partition]) -> dict[Partition, int]:
-        return list_offsets(self._admin(alias), partitions, "earliest", self._timeout_s)
+        with self._refusal_named(alias):
+            return list_offsets(self._admin(alias), partitions, "earliest", self._timeout_s)
 
     def live_members(self, alias: str, group: str) -> int:
-        return describe_group(self._admin(alias), group, self._timeout_s).members
+        with self._refusal_named(alias):
+            return describe_group(self._admin(alias), group, self._timeout_s).members
 
     def group_members(self, alias: str, group: str) -> list[GroupMember]:
         admin = self._admin(alias)
         try:
-            with translated(f"describing consumer group '{group}'", alias):
+            with (
+                self._refusal_named(alias),
+                translated(f"describing consumer group '{group}'", alias),
+            ):
                 future = admin.describe_consumer_groups([group], request_timeout=self._timeout_s)
                 description = future[group].result(timeout=self._timeout_s)
         except DrsvcError as err:
@@ -298,7 +332,8 @@ class KafkaFailoverClusters:
     ) -> dict[Partition, PartitionError | None]:
         if any(offset < 0 for offset in offsets.values()):
             raise ConfigError(f"negative offset for group '{group}' on '{alias}': {offsets}")
-        return alter_group_offsets(self._admin(alias), group, offsets, self._timeout_s)
+        with self._refusal_named(alias):
+            return alter_group_offsets(self._admin(alias), group, offsets, self._timeout_s)
 
     def fence(
         self, alias: str, transactional_ids: Sequence[str], timeout_s: float
@@ -320,3 +355,10 @@ class KafkaFailoverClusters:
             failover_id,
             self._timeout_s,
         )
+
+
+def _refused(alias: str, refusal: str) -> CredentialsRefusedError:
+    return CredentialsRefusedError(
+        f"cluster '{alias}' refused drsvc's credentials ({refusal}): check the cluster's"
+        " security settings and secrets in the topology"
+    )

@@ -58,6 +58,7 @@ from drsvc.adapters.coordination import (
 from drsvc.errors import (
     ConfigError,
     ConflictError,
+    CredentialsRefusedError,
     DrsvcError,
     FailoverError,
     KafkaUnavailableError,
@@ -75,6 +76,12 @@ from drsvc.runtime.failover.flow_switch import (
     watch_epochs,
 )
 from drsvc.runtime.failover.recovery import SiteRecoverer
+from drsvc.runtime.failover.write_fence import (
+    WriteFenceAcls,
+    fence_writes,
+    lift_fence_for_rollback,
+    write_fence_acls_for,
+)
 from drsvc.runtime.replication.control import FlowControl
 from drsvc.topology.models import Application, Topology
 from failover import naming
@@ -104,6 +111,7 @@ from failover.recovery_point import PartitionReplication, UnreplicatedRange, unr
 from failover.site_recovery import past_quarantine
 from failover.stale_epochs import StaleEntry, StaleRecords
 from failover.unknown_translation import UnknownTranslation, resolve_group
+from failover.write_fence import with_write_fence
 
 __all__ = ["FAILPOINT_ENV", "Clock", "FailoverExecutor", "LockTiming", "SystemClock"]
 
@@ -178,8 +186,10 @@ class FailoverExecutor:
         catch_up_timeout_s: float = DEFAULT_CATCH_UP_TIMEOUT_S,
         on_event: Callable[[str], None] | None = None,
         look_at_lost_cluster: bool = True,
+        write_fence_acls: WriteFenceAcls | None = None,
     ) -> None:
         self._topology = topology
+        self._fence_acls = write_fence_acls or write_fence_acls_for(clusters)
         self._look_at_lost_cluster = look_at_lost_cluster
         self._store = coordinator
         self._clusters = clusters
@@ -363,6 +373,7 @@ class FailoverExecutor:
         with core_refusals():
             plan = plan_failover(request, situation, failover_id, self._catch_up_timeout_s)
             check_request(request, plan, situation.active)
+            plan = with_write_fence(plan, self.application(request.app).fence_writes)
         return plan
 
     def _situation(
@@ -625,10 +636,17 @@ class FailoverExecutor:
                 return self._wait_caught_up(app, record, step, lock)
             case StepName.SET_OFFSETS:
                 return self._set_offsets(app, record, lock)
+            case StepName.FENCE_WRITES:
+                return _StepResult(*fence_writes(record.plan, app, self._fence_acls))
             case StepName.ACTIVATE:
                 return self._activate(app, record)
             case StepName.REACTIVATE:
-                return self._switch(app, record, record.plan.from_cluster)
+                fenced = record.done(StepName.FENCE_WRITES)
+                lifted = lift_fence_for_rollback(record.plan, app, self._fence_acls, fenced=fenced)
+                if lifted is not None and lifted[0] is Outcome.FAILED:
+                    return _StepResult(*lifted)
+                switched = self._switch(app, record, record.plan.from_cluster)
+                return switched if lifted is None else _with_fence_note(switched, lifted[1])
 
     def _switch(self, app: Application, record: FailoverRecord, to: str | None) -> _StepResult:
         """Write ``to`` (None: none) as the active cluster, unless this failover already did."""
@@ -1105,7 +1123,7 @@ class FailoverExecutor:
         copies = self.remote_copies(app, plan)
         replicated = self._clusters.replicated(plan.from_cluster, plan.to_cluster, copies)
         source_ends: dict[Partition, int] = {}
-        if look is not None and look.result():
+        if look is not None and _answered(look, plan.from_cluster):
             source_ends = self._clusters.partition_ends(plan.from_cluster, copies)
         partitions = set(replicated) | set(source_ends)
         return list(
@@ -1118,6 +1136,16 @@ class FailoverExecutor:
     def event(self, message: str) -> None:
         log.info("%s", message)
         self._on_event(message)
+
+
+def _answered(look: Future[bool], alias: str) -> bool:
+    """The short look's answer; refused credentials count as no answer (the application is
+    already waiting for this step, and the ranges' ends are made exact by the recovery)."""
+    try:
+        return look.result()
+    except CredentialsRefusedError as err:
+        log.error("the look at %s found nothing: %s", alias, err)
+        return False
 
 
 def _apply_all(
@@ -1137,6 +1165,10 @@ def _configured_lease_ms(app: Application) -> int:
 def _shown(problems: Sequence[str]) -> str:
     more = len(problems) - _SHOWN
     return "; ".join(problems[:_SHOWN]) + (f"; {more} more" if more > 0 else "")
+
+
+def _with_fence_note(result: _StepResult, note: str) -> _StepResult:
+    return replace(result, detail=f"{result.detail}; {note}" if result.detail else note)
 
 
 def _as_failure(err: DrsvcError | SwitchError) -> _StepResult:

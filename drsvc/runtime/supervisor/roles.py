@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drsvc.errors import ConfigError
+from drsvc.runtime.supervisor.role_environment import BASE_ONLY, role_variables
 from drsvc.topology.models import Topology
+from failover.role_environment import RoleVariables
 
 REPLICATE = "replicate"
 HEARTBEATS = "heartbeats"
@@ -53,6 +55,10 @@ class RoleSpec:
     metrics: bool = True
     """Whether the role accepts ``--metrics-port`` (every role command but ``drsvc api``, which
     serves its metrics on its own port)."""
+    variables: RoleVariables = BASE_ONLY
+    """The names of the environment variables the role is given (values come from the
+    supervisor's environment when it starts; see
+    :mod:`~drsvc.runtime.supervisor.role_environment`)."""
 
     def argv(self, metrics_port: int | None) -> list[str]:
         if not self.metrics or metrics_port is None:
@@ -101,11 +107,13 @@ def plan_roles(
     log_format: str,
     verbose: bool = False,
     drsvc: Sequence[str] | None = None,
+    api_args: Sequence[str] = (),
 ) -> list[RoleSpec]:
     """The roles to supervise for ``topology``, in start order (workers first, by flow).
 
     A controller is refused for a topology without applications (it would have nothing to
-    watch); checkpoints are left out without flows (nothing to checkpoint)."""
+    watch); checkpoints are left out without flows (nothing to checkpoint). ``api_args`` are
+    added to the API's command line (``--tokens-file``, ``--host``, ...)."""
     if workers_per_flow < 1:
         raise ConfigError(f"--workers-per-flow must be at least 1 (got {workers_per_flow})")
     base = tuple(drsvc) if drsvc is not None else drsvc_command()
@@ -123,12 +131,20 @@ def plan_roles(
                         kind=REPLICATE,
                         command=(*base, REPLICATE, *shared, "--flow", flow.id),
                         flow=flow.id,
+                        variables=role_variables(topology, topology_file, REPLICATE, flow.id),
                     )
                 )
     for kind in (HEARTBEATS, CHECKPOINTS):
         # Checkpoints follow flows: without one there is nothing to checkpoint.
         if kind in kinds and (kind != CHECKPOINTS or topology.flows):
-            roles.append(RoleSpec(name=kind, kind=kind, command=(*base, kind, *shared)))
+            roles.append(
+                RoleSpec(
+                    name=kind,
+                    kind=kind,
+                    command=(*base, kind, *shared),
+                    variables=role_variables(topology, topology_file, kind),
+                )
+            )
     if CONTROLLER in kinds:
         if not topology.applications:
             raise ConfigError(
@@ -136,11 +152,24 @@ def plan_roles(
                 "controller would have nothing to fail over"
             )
         roles.append(
-            RoleSpec(name=CONTROLLER, kind=CONTROLLER, command=(*base, CONTROLLER, *shared))
+            RoleSpec(
+                name=CONTROLLER,
+                kind=CONTROLLER,
+                command=(*base, CONTROLLER, *shared),
+                variables=role_variables(topology, topology_file, CONTROLLER),
+            )
         )
     if API in kinds:
         # It picks and serves its own port (DRSVC_API_PORT, default 8080; docs/api.md).
-        roles.append(RoleSpec(name=API, kind=API, command=(*base, API, *shared), metrics=False))
+        roles.append(
+            RoleSpec(
+                name=API,
+                kind=API,
+                command=(*base, API, *shared, *api_args),
+                metrics=False,
+                variables=role_variables(topology, topology_file, API),
+            )
+        )
     names = [role.name for role in roles]
     clashes = sorted({name for name in names if names.count(name) > 1})
     if clashes:

@@ -33,6 +33,7 @@ from drsvc.runtime.supervisor.restart_policy import (
     RoleLifecycle,
     RoleState,
 )
+from drsvc.runtime.supervisor.role_environment import role_environment
 from drsvc.runtime.supervisor.roles import REPLICATE, RoleSpec
 from drsvc.runtime.supervisor.roles_file import ROLES_FILE, write_roles_file
 from drsvc.runtime.supervisor.status import FlowStatus, RoleStatus, Snapshot, StatusView
@@ -76,16 +77,25 @@ class Outcome(enum.Enum):
 class _Role:
     """A role's spec, its restart decisions, and its current process."""
 
-    def __init__(self, spec: RoleSpec, lifecycle: RoleLifecycle, log_file: Path) -> None:
+    def __init__(
+        self, spec: RoleSpec, lifecycle: RoleLifecycle, log_file: Path, env: Mapping[str, str]
+    ) -> None:
         self.spec = spec
         self.lifecycle = lifecycle
         self.log_file = log_file
+        self.env = env
+        """The role's own environment: only the variables its spec names."""
         self.child: ChildProcess | None = None
         self.metrics_port: int | None = None
 
 
 class Supervisor:
-    """Runs ``roles`` as a supervised process tree until :meth:`request_stop`."""
+    """Runs ``roles`` as a supervised process tree until :meth:`request_stop`.
+
+    ``env`` (default: this process's environment) is where the roles' variables come from;
+    each role gets only those its spec names (:attr:`RoleSpec.variables`). Raises
+    :class:`~drsvc.errors.ConfigError` when a role needs a variable that is not set.
+    """
 
     def __init__(
         self,
@@ -106,12 +116,20 @@ class Supervisor:
         self._view = view
         self._policy = policy or RestartPolicy()
         self._settings = settings or SupervisorSettings()
-        self._env = dict(os.environ if env is None else env)
+        environ = os.environ if env is None else env
         self._clock = clock
         self._sleep = sleep
         now = clock()
+        # Each role's environment is chosen here, once, so that a variable a role needs but
+        # that is not set stops drsvc run before any role starts (ConfigError naming it).
         self._roles = [
-            _Role(s, RoleLifecycle(self._policy, now), run_dir / f"{s.name}.log") for s in roles
+            _Role(
+                s,
+                RoleLifecycle(self._policy, now),
+                run_dir / f"{s.name}.log",
+                role_environment(environ, s.variables, s.name),
+            )
+            for s in roles
         ]
         self._flows = list(dict.fromkeys(s.flow for s in roles if s.kind == REPLICATE and s.flow))
         self._rates = FlowRateTracker()
@@ -196,7 +214,7 @@ class Supervisor:
         if role.spec.metrics:
             role.metrics_port = self._pick_port(role)
         argv = role.spec.argv(role.metrics_port)
-        env = {**self._env, "DRSVC_ROLE": role.spec.name, "PYTHONUNBUFFERED": "1"}
+        env = {**role.env, "DRSVC_ROLE": role.spec.name, "PYTHONUNBUFFERED": "1"}
         first = role.lifecycle.starts == 0
         role.lifecycle.started(now)
         try:

@@ -42,6 +42,7 @@ def test_the_default_consul_is_the_local_agent(
 ) -> None:
     local_state(tmp_path)
     monkeypatch.delenv("DRSVC_CONSUL_HTTP_ADDR", raising=False)
+    monkeypatch.delenv("CONSUL_HTTP_ADDR", raising=False)
     assert resolve_consul(None, tmp_path) == "127.0.0.1:8501"
     assert resolve_consul(None, tmp_path / "elsewhere") is None
     assert resolve_consul("given:1", tmp_path) == "given:1"

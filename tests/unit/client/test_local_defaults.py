@@ -52,6 +52,7 @@ def agent(
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DRSVC_STATE_DIR", str(tmp_path))
     monkeypatch.delenv("DRSVC_CONSUL_HTTP_ADDR", raising=False)
+    monkeypatch.delenv("CONSUL_HTTP_ADDR", raising=False)
     return tmp_path
 
 

@@ -109,20 +109,86 @@ def test_every_flow_has_workers_and_a_checkpoint_stream() -> None:
     assert by_role == {"replicate": flows, "checkpoints": flows}
 
 
-def test_the_topology_names_secrets_the_pods_provide() -> None:
-    needed = set()
+def _secret_mounts(deployment: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+    """Mount path -> Secret name, for the container's mounts of Secret volumes."""
+    volumes = {
+        v["name"]: v["secret"]["secretName"]
+        for v in deployment["spec"]["template"]["spec"]["volumes"]
+        if "secret" in v
+    }
+    return {
+        m["mountPath"]: volumes[m["name"]]
+        for m in container.get("volumeMounts", [])
+        if m["name"] in volumes
+    }
+
+
+#: the Kafka principal (and its Secret) of each role: the ACLs of failover.kafka_acls
+KAFKA_PRINCIPAL = {
+    "replicate": "replicator",
+    "heartbeats": "replicator",
+    "checkpoints": "checkpoints",
+    "controller": "executor",
+    "api": "executor",
+}
+
+
+def test_the_topology_reads_passwords_from_files_the_pods_mount() -> None:
+    """Passwords are files (a variable shows in the pod's spec and every child's environment);
+    each pod mounts its own principal's Secret where the topology looks, and names that
+    principal in the variable the topology reads the user name from."""
+    files, variables = set(), set()
     for cluster in _topology().clusters.values():
         sasl = cluster.security.sasl
-        if sasl is not None and sasl.password_env is not None:
-            needed.add(sasl.password_env)
+        assert sasl is not None and sasl.password_env is None
+        assert sasl.password_file is not None
+        files.add(Path(sasl.password_file))
+        if sasl.username_env is not None:
+            variables.add(sasl.username_env)
         tls = cluster.security.tls
         if tls is not None and tls.ca_file is not None:
             assert Path(tls.ca_file).parent == Path("/etc/drsvc/tls")
-    assert needed
+    assert files and variables
     for deployment in DEPLOYMENTS:
         (container,) = _drsvc_containers(deployment)
-        env = {e["name"] for e in container["env"]}
-        assert needed <= env, deployment["metadata"]["name"]
+        principal = KAFKA_PRINCIPAL[_role(deployment)]
+        mounts = _secret_mounts(deployment, container)
+        for file in files:
+            assert mounts.get(str(file.parent)) == f"drsvc-kafka-{principal}", file
+        env = {e["name"]: e for e in container["env"]}
+        for name in variables:
+            assert env[name]["value"] == f"drsvc-{principal}"
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["metadata"]["name"])
+def test_no_secret_is_an_environment_variable(deployment: dict[str, Any]) -> None:
+    for container in deployment["spec"]["template"]["spec"]["containers"]:
+        for variable in container.get("env", []):
+            assert "secretKeyRef" not in variable.get("valueFrom", {}), variable["name"]
+
+
+#: the Consul token of each role that uses Consul (the heartbeat emitters do not)
+CONSUL_TOKEN = {
+    "replicate": "replicator",
+    "checkpoints": "checkpoints",
+    "controller": "executor",
+    "api": "executor",
+}
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["metadata"]["name"])
+def test_each_role_mounts_its_own_consul_token_alone(deployment: dict[str, Any]) -> None:
+    (container,) = _drsvc_containers(deployment)
+    env = {e["name"]: e for e in container["env"]}
+    mounts = _secret_mounts(deployment, container)
+    consul_secrets = {path: s for path, s in mounts.items() if s.startswith("drsvc-consul-token")}
+    role = CONSUL_TOKEN.get(_role(deployment))
+    if role is None:
+        assert not consul_secrets
+        assert "CONSUL_HTTP_TOKEN_FILE" not in env
+        return
+    token_file = Path(env["CONSUL_HTTP_TOKEN_FILE"]["value"])
+    assert consul_secrets == {str(token_file.parent): f"drsvc-consul-token-{role}"}
 
 
 def _metrics_host(container: dict[str, Any]) -> str:
@@ -232,21 +298,130 @@ def test_probes(deployment: dict[str, Any]) -> None:
         assert ready["httpGet"]["path"] == "/readyz"
         assert ports[live["httpGet"]["port"]] == params["port"]
         return
-    # the kubelet probes the pod IP: the role's own metrics port (served beyond loopback)
+    # the kubelet probes the pod IP: the role's own metrics port (served beyond loopback);
+    # liveness asks whether the role's loops turn, not only whether its process serves
+    assert live["httpGet"]["path"] == "/healthz"
+    assert ready["httpGet"]["path"] == "/metrics"
     for probe in (live, ready):
-        assert probe["httpGet"]["path"] == "/metrics"
         assert ports[probe["httpGet"]["port"]] == params["metrics_port"]
 
 
-def test_the_api_token_comes_from_a_secret() -> None:
+def _api() -> dict[str, Any]:
     (api,) = [d for d in DEPLOYMENTS if _role(d) == "api"]
+    return api
+
+
+def test_the_api_protects_reads_and_reads_its_tokens_from_a_secret() -> None:
+    """--tokens-file is a copy (mode 600, in memory) an init container makes of the Secret
+    drsvc-api-tokens: the API refuses a group-readable file, which a Secret volume under fsGroup
+    is."""
+    api = _api()
     (container,) = _drsvc_containers(api)
-    env = {e["name"]: e for e in container["env"]}
-    assert "secretKeyRef" in env["DRSVC_API_TOKEN"]["valueFrom"]
+    _, params = parse_command_line(container["args"])
+    assert params["public_reads"] is False
+    tokens = Path(params["tokens_file"])
+    pod = api["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    copy_volume = mounts[str(tokens.parent)]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[copy_volume]["emptyDir"]["medium"] == "Memory"
+    (init,) = pod["initContainers"]
+    init_mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    assert init_mounts[copy_volume] == str(tokens.parent)
+    secret_volume = next(name for name in init_mounts if "secret" in volumes[name])
+    assert volumes[secret_volume]["secret"]["secretName"] == "drsvc-api-tokens"
+    script = init["command"][-1]
+    assert f"{init_mounts[secret_volume]}/tokens" in script and str(tokens) in script
+    assert "-m 600" in script
     service = next(d for _, d in DOCUMENTS if d["kind"] == "Service")
     assert (
         service["spec"]["selector"].items() <= api["spec"]["template"]["metadata"]["labels"].items()
     )
+
+
+def test_the_api_keeps_a_replica_through_rollouts_and_disruptions() -> None:
+    api = _api()
+    assert api["spec"]["replicas"] == 2
+    rolling = api["spec"]["strategy"]["rollingUpdate"]
+    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (1, 0)
+    (budget,) = [
+        d
+        for _, d in DOCUMENTS
+        if d["kind"] == "PodDisruptionBudget"
+        and d["spec"]["selector"]["matchLabels"].items()
+        <= api["spec"]["template"]["metadata"]["labels"].items()
+    ]
+    assert budget["spec"]["minAvailable"] == 1
+
+
+POLICIES = [doc for _, doc in DOCUMENTS if doc["kind"] == "NetworkPolicy"]
+
+
+def _selects(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether ``policy`` applies to pods with ``labels`` (matchLabels, and In expressions)."""
+    selector = policy["spec"]["podSelector"]
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    expressions = selector.get("matchExpressions", [])
+    assert all(e["operator"] == "In" for e in expressions), "only In is checked here"
+    return all(labels.get(e["key"]) in e["values"] for e in expressions)
+
+
+def test_network_policies_deny_by_default() -> None:
+    deny = [p for p in POLICIES if p["spec"]["podSelector"] == {}]
+    assert len(deny) == 1
+    assert set(deny[0]["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    assert "ingress" not in deny[0]["spec"] and "egress" not in deny[0]["spec"]
+
+
+def _ingress_from(labels: dict[str, str], port: int) -> list[dict[str, Any]]:
+    """The peers allowed to reach ``port`` of pods with ``labels``."""
+    peers: list[dict[str, Any]] = []
+    for policy in POLICIES:
+        if not _selects(policy, labels):
+            continue
+        for rule in policy["spec"].get("ingress", []):
+            if any(p["port"] == port for p in rule.get("ports", [])):
+                peers += rule.get("from", [])
+    return peers
+
+
+def _namespaces(peers: list[dict[str, Any]]) -> set[str]:
+    return {
+        f"{key}={value}"
+        for peer in peers
+        for key, value in peer.get("namespaceSelector", {}).get("matchLabels", {}).items()
+    }
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["metadata"]["name"])
+def test_metrics_are_reachable_from_the_monitoring_namespace_alone(
+    deployment: dict[str, Any],
+) -> None:
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    port = int(deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"])
+    namespaces = _namespaces(_ingress_from(labels, port))
+    assert "kubernetes.io/metadata.name=monitoring" in namespaces
+    if _role(deployment) != "api":
+        assert namespaces == {"kubernetes.io/metadata.name=monitoring"}
+    else:
+        assert "drsvc.io/api-access=true" in namespaces
+
+
+def test_roles_may_reach_kafka_consul_and_dns_only() -> None:
+    for deployment in DEPLOYMENTS:
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        ports = {
+            p["port"]
+            for policy in POLICIES
+            if _selects(policy, labels)
+            for rule in policy["spec"].get("egress", [])
+            for p in rule.get("ports", [])
+        }
+        assert ports == {53, 9093, 8500, 8501}, deployment["metadata"]["name"]
+    for cluster in _topology().clusters.values():
+        for server in (cluster.bootstrap_servers or "").split(","):
+            assert int(server.rsplit(":", 1)[1]) == 9093, server
 
 
 def test_controller_runs_replicas_named_after_their_pods() -> None:

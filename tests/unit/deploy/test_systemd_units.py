@@ -78,7 +78,7 @@ def test_exec_start_is_a_command_the_cli_accepts(path: Path) -> None:
     assert command == path.stem.removeprefix("drsvc-").split("@")[0]
     assert params["log_format"] == "json"
     if command == "api":
-        assert params["token_file"] is not None  # from the unit's credential
+        assert params["tokens_file"] is not None  # from the unit's credential
         return
     assert params["metrics_port"] is not None
 
@@ -98,11 +98,21 @@ def test_flow_units_take_the_unescaped_flow() -> None:
         assert params["flow_id"] == "east->west"
 
 
-def test_the_api_reads_its_token_from_a_credential() -> None:
+def test_the_api_reads_its_tokens_from_a_credential() -> None:
     service = _service(DEPLOY / "systemd" / "drsvc-api.service")
     (credential,) = service["LoadCredential"]
     name = credential.split(":", 1)[0]
-    assert f"--token-file %d/{name}" in service["ExecStart"][0]
+    assert f"--tokens-file %d/{name}" in service["ExecStart"][0]
+
+
+def test_the_api_listens_on_loopback_unless_told_otherwise() -> None:
+    path = DEPLOY / "systemd" / "drsvc-api.service"
+    _, *args = _command_line(path)
+    _, params = parse_command_line(args)
+    assert params["host"] == "127.0.0.1"
+    assert params["public_reads"] is False
+    # the host comes from a variable a drop-in (or drsvc.env) may set, not from the command line
+    assert "--host ${API_HOST}" in _service(path)["ExecStart"][0]
 
 
 ENV_EXAMPLE = DEPLOY / "systemd" / "drsvc.env.example"

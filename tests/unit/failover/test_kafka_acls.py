@@ -51,6 +51,7 @@ class Flow:
     multi_hop: bool = True
     topics: Filter = field(default_factory=Filter)
     groups: Filter = field(default_factory=Filter)
+    sync_acls: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class App:
     transactional_ids: tuple[str, ...] = ()
     sync_group_offsets: bool = False
     on_recovery: str = "quarantine"
+    principal: str | None = None
+    fence_writes: bool = False
 
 
 @dataclass(frozen=True)

@@ -227,3 +227,22 @@ def test_the_named_sets_agree_with_the_copies_they_replace() -> None:
     assert {
         KafkaError(code).name() for code in errors.GROUP_HAS_MEMBERS
     } == kafka_admin.GROUP_HAS_MEMBERS_ERRORS
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "refused"),
+    [
+        (E._AUTHENTICATION, "SASL authentication error: Authentication failed", True),
+        (E.SASL_AUTHENTICATION_FAILED, "bad password", True),
+        (E.UNSUPPORTED_SASL_MECHANISM, "no SCRAM-SHA-512 here", True),
+        (E._SSL, "SSL handshake failed: certificate verify failed", True),
+        # a handshake cut by a dying broker is an outage, not a refusal
+        (E._SSL, "SSL handshake failed: Disconnected", False),
+        (E._TRANSPORT, "Connection refused", False),
+        (E._ALL_BROKERS_DOWN, "0/1 brokers are down", False),
+    ],
+)
+def test_only_refused_credentials_and_untrusted_certificates_count_as_refusals(
+    code: int, text: str, refused: bool
+) -> None:
+    assert errors.refuses_credentials(KafkaError(code, text)) is refused

@@ -3,11 +3,12 @@ places (issue 32): its own probe and a cluster's own heartbeats read by it are o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from drsvc.errors import ConfigError
+from drsvc.errors import ConfigError, CredentialsRefusedError, KafkaUnavailableError
 from drsvc.runtime.controller.observe import ConsulHealth, DirectProbe, HeartbeatArrivals
 from drsvc.runtime.controller.vantages import (
     Vantage,
@@ -101,3 +102,19 @@ def test_without_heartbeats_or_consul_nothing_but_the_probe_is_left() -> None:
         require_independent_vantages(
             load_topology_text(PAIR), [DirectProbe("c1", lambda cluster: True)], 2
         )
+
+
+def _raises(error: Exception) -> Callable[[str], bool]:
+    def probe(cluster: str) -> bool:
+        raise error
+
+    return probe
+
+
+def test_a_probe_whose_credentials_are_refused_abstains_instead_of_voting_down() -> None:
+    refused = DirectProbe("c1", _raises(CredentialsRefusedError("cluster 'east' refused")))
+    assert refused("east", 100.0) is None
+    # an unreachable cluster is still a vote: "not reached"
+    gone = DirectProbe("c1", _raises(KafkaUnavailableError("cluster 'east' does not answer")))
+    seen = gone("east", 100.0)
+    assert seen is not None and seen.reachable is False

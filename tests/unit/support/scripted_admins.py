@@ -32,6 +32,10 @@ class ScriptedAdmins(KafkaClients):
             self._admins[alias] = cast(AdminClient, admin)
         return self._admins[alias]
 
+    def credentials_refused(self, alias: str) -> str | None:
+        """Scripted admins are never refused (their errors are scripted as exceptions)."""
+        return None
+
     def consumer(self, alias: str, overlay: Mapping[str, Any] | None = None) -> Consumer:
         raise NotImplementedError("ScriptedAdmins builds admin clients only")
 
