@@ -45,6 +45,7 @@ from chaos.workload import ConsumerSpec, ProducerSpec, Shape, Workload
 from chaos.workload.following import FollowingConsumer, FollowingProducer
 from chaos.workload.lease_probe import LeaseProbe
 from chaos.world import World
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.devenv.ports import allocate_ports
@@ -66,6 +67,8 @@ from failover.failover_record import decode_record
 from failover.naming import app_active_key, failovers_prefix
 
 APP = "app"
+#: where drsvc's processes run (and the Consul agent they use)
+SERVICE_SITE = "west"
 PARTITIONS = 3
 LEASE_S = 3.0
 SHAPE = Shape(value_size_median=64, value_size_max=1024)
@@ -190,7 +193,7 @@ class ScenarioRun:
         self.problems: list[str] = []
         self.say = world.progress
         self.bootstrap = dict(world.info.clusters)
-        self.consul = world.consul("west")
+        self.consul = world.consul(SERVICE_SITE)
         self.topics = (f"{self.tag}-orders", f"{self.tag}-payments")
         self.fault_ms: int | None = None
         self.to_cluster: str | None = None
@@ -222,11 +225,15 @@ class ScenarioRun:
         self.topologies = self._write_topologies(document)
         if self.world.secure:
             self._grant(load_topology(self.topologies["executor"]))
-        ConsulClient(self.consul).kv_put(
+        ConsulClient(self.consul, access=self._consul_access("executor")).kv_put(
             app_active_key(self.tag, APP),
             ActiveDocument("east", lease_ms=int(LEASE_S * 1000)).encode(),
         )
         return self.topologies["executor"]
+
+    def _consul_access(self, role: TopologyRole) -> ConsulAccess | None:
+        """How this process reaches Consul as ``role`` (None: by address alone)."""
+        return self.world.consul_access(role, SERVICE_SITE)
 
     def _write_topologies(self, document: dict[str, Any]) -> dict[TopologyRole, Path]:
         """One topology for every role, or on secured clusters one per role, naming the role's
@@ -240,7 +247,7 @@ class ScenarioRun:
             rendered = role_topology(
                 document,
                 self.world.security(principal_of(role, APP)),
-                self.world.consul_block(role),
+                self.world.consul_block(role, SERVICE_SITE),
             )
             paths[role] = self.dir / f"topology-{role}.yaml"
             paths[role].write_text(yaml.safe_dump(rendered))
@@ -455,7 +462,7 @@ class ScenarioRun:
                 self.topologies[role],
                 self.dir / f"service-{role}",
                 held,
-                {**env, **self.world.consul_environment(role)},
+                {**env, **self.world.consul_environment(role, SERVICE_SITE)},
             )
             for role, held in split.items()
             if role != "executor"
@@ -465,7 +472,7 @@ class ScenarioRun:
             self.dir / "service",
             self.consul,
             split["executor"],
-            {**env, **self.world.consul_environment("executor")},
+            {**env, **self.world.consul_environment("executor", SERVICE_SITE)},
             parts,
         )
 
@@ -486,6 +493,7 @@ class ScenarioRun:
         plane = ControlPlane(
             self.tag, APP, topology_path, self.consul, proxies, service, self.dir / "moves",
             api_address=self.api_address, api_token=self.api_token,
+            consul_access=self._consul_access("executor"),
         )  # fmt: skip
         context.extra["control_plane"] = plane
         clients = proxies.address(CLIENTS_PROXY)
@@ -498,7 +506,7 @@ class ScenarioRun:
         consumer = FollowingConsumer(
             APP, application, self.topics[0], f"{self.tag}-app", "m0", self.history, clients
         )
-        probe = LeaseProbe(APP, topology, self.consul)
+        probe = LeaseProbe(APP, topology, self.consul, self._consul_access("application"))
         paused = self._paused_producer(application, clients)
         if paused is not None:
             context.extra["paused_producer"] = paused
@@ -557,7 +565,7 @@ class ScenarioRun:
     # -- the site-loss drill ---------------------------------------------------------------
 
     def _records(self) -> list[dict[str, Any]]:
-        coordinator = ConsulCoordinator(self.consul)
+        coordinator = ConsulCoordinator(self.consul, access=self._consul_access("executor"))
         return [
             record_document(decode_record(e.value))
             for e in coordinator.list(failovers_prefix(self.tag))

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from chaos.access import TopologyRole
 from chaos.nemesis.context import SiteLinks
+from drsvc.adapters.consul_access import ConsulAccess, resolve_consul_access
 from drsvc.devenv.components import load_components
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.errors import LocalEnvError
@@ -89,24 +90,34 @@ class World:
         """A topology cluster's security block for ``principal`` (None: not secured)."""
         return self.env.topology_security(principal) if self.secure else None
 
-    def consul_block(self, role: TopologyRole) -> dict[str, object] | None:
-        """A topology's Consul block for a process of ``role`` (None: reached by address)."""
+    def consul_block(self, role: TopologyRole, site: str) -> dict[str, object] | None:
+        """A topology's Consul block for a process of ``role`` at ``site`` (None: Consul is
+        reached by address alone)."""
         consul_role = _consul_role(role)
-        return None if consul_role is None else self.env.topology_consul(consul_role)
+        return None if consul_role is None else self.env.topology_consul(consul_role, site)
 
-    def consul_environment(self, role: TopologyRole) -> dict[str, str]:
-        """The variables that let a process of ``role`` reach the environment's Consul."""
+    def consul_environment(self, role: TopologyRole, site: str) -> dict[str, str]:
+        """The variables that let a process of ``role`` at ``site`` reach the environment's
+        Consul (its address, CA and token file; none when Consul is not secured)."""
         consul_role = _consul_role(role)
-        return {} if consul_role is None else self.env.consul_environment(consul_role)
+        return {} if consul_role is None else self.env.consul_environment(consul_role, site)
 
     def service_bootstrap(self, site: str) -> dict[str, str]:
         """The clusters as the processes of ``site`` reach them (through the links, if any)."""
         return self.env.clusters_from(site)
 
     def consul(self, site: str) -> str:
-        address = self.info.consul_sites.get(site) or self.info.consul_http_addr
+        """The Consul agent the processes of ``site`` use (an https URL when it is secured)."""
+        secured = self.env.consul_environment("executor", site).get("CONSUL_HTTP_ADDR")
+        address = secured or self.info.consul_sites.get(site) or self.info.consul_http_addr
         assert address is not None
         return address
+
+    def consul_access(self, role: TopologyRole, site: str) -> ConsulAccess | None:
+        """How this process reaches ``site``'s Consul agent as ``role`` (its token) when Consul
+        is secured; None: by address alone."""
+        variables = self.consul_environment(role, site)
+        return resolve_consul_access(variables) if variables else None
 
     @property
     def spark(self) -> SparkSession:

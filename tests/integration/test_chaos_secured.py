@@ -6,8 +6,9 @@ verifier's.
 
 The scenario is the site-loss drill: every broker of site east killed with SIGKILL under load,
 the DR controller fails the application over to west, east returns, is recovered, and the
-application fails back. Nothing acknowledged may be lost or reordered, and the groups neither
-skip nor re-read across the moves. Its own secured environment (in the test's directory)."""
+application fails back. Nothing acknowledged may be lost or reordered, and the group never
+skips a record across the moves (it may re-read after the unplanned one, from its last
+checkpoint). Its own secured environment (in the test's directory)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def test_the_site_loss_drill_passes_on_secured_clusters(tmp_path: Path) -> None:
         f"log tail:\n{done.stderr[-3000:]}"
     )
     assert checks["lost"] == 0 and checks["reordered"] == 0
-    assert checks["skipped_after_failover"] == 0 and checks["reread_after_failover"] == 0
+    # the unplanned failover may re-read (at least once, the group's last checkpoint), never skip
+    assert checks["skipped_after_failover"] == 0
     assert find(SCENARIO).failovers_expected == 2
     # every role ran apart, under its own principal
     for role in ("replicator", "checkpoints", "executor", "application", "verifier"):
