@@ -735,6 +735,7 @@ class ScenarioRun:
         started = time.monotonic()
         verdict: dict[str, Any] = {}
         partitions: list[dict[str, Any]] = []
+        read_s = 0.0
         try:
             # Spark reads as the verifier (on clusters not secured, as anyone).
             verifier = load_topology(self.topologies["verifier"])
@@ -748,6 +749,7 @@ class ScenarioRun:
                 cluster_read_options(verifier, self.bootstrap),
             )
             verdict, partitions = checked.verdict, checked.partitions
+            read_s = checked.read_s
         except Exception as err:
             self.problems.append(f"verify: {err}")
         verify_s = time.monotonic() - started
@@ -785,7 +787,11 @@ class ScenarioRun:
                 "records_and_commits": verdict.get("checks", {}).get("two_active"),
                 "lease_overlaps_s": [round(o.seconds, 3) for o in held_at_once],
             },
-            "timings_s": {"run": round(run_s, 1), "verify": round(verify_s, 1)},
+            "timings_s": {
+                "run": round(run_s, 1),
+                "verify": round(verify_s, 1),
+                "verify_read": round(read_s, 1),
+            },
         }
         write_report(report_path, document, details, faults, lag, partitions)
         (self.dir / "result.json").write_text(

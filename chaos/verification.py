@@ -8,6 +8,7 @@ so the verdict and the per-partition counts come from the same records.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ class Checked:
     verdict: dict[str, Any]
     #: rows {cluster, topic, partition, records, lost, duplicates}
     partitions: list[dict[str, Any]]
+    #: how long reading the clusters took (the rest of the check is Spark's own work)
+    read_s: float = 0.0
 
 
 def verify(
@@ -51,12 +54,14 @@ def verify(
     )
     snapshot = scratch / "observed.parquet"
     shutil.rmtree(snapshot, ignore_errors=True)
+    started = time.monotonic()
     job.observe(spark, request).write.parquet(str(snapshot))
+    read_s = time.monotonic() - started
     observed = spark.read.parquet(str(snapshot))
     verdict = job.evaluate(spark, request, observed)
     partitions = _per_partition(spark, request, observed)
     shutil.rmtree(snapshot, ignore_errors=True)
-    return Checked(verdict.as_dict(), partitions)
+    return Checked(verdict.as_dict(), partitions, read_s)
 
 
 def _per_partition(

@@ -45,6 +45,7 @@ def test_the_site_loss_drill_passes_on_secured_clusters(tmp_path: Path) -> None:
     rpo = f"{result['rpo_records']}/{result['rpo_reported_records']}"
     print(f"  rpo {rpo}, rto {result['rto_seconds']} s")
     details = json.loads((out / SCENARIO / "result.json").read_text())["details"]
+    print(f"  timings {details['timings_s']}, workload {details['workload']}")
     assert result["passed"] is True, (
         f"{SCENARIO} failed: {'; '.join(details['reasons'])} (checks {checks}); "
         f"log tail:\n{done.stderr[-3000:]}"
