@@ -43,9 +43,10 @@ integration:
 	$(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) tests/integration
 
 # The integration tests on secured clusters (SASL_SSL, ACLs, secured Consul): every file named
-# so, those that exist (make test runs them too, with everything else).
+# so, those that exist, and drsvc verify's secured case (make test runs them too).
 SECURED_TESTS := $(wildcard tests/integration/test_secured_*.py tests/integration/test_chaos_secured.py \
-	tests/integration/test_acl_sync.py tests/integration/test_secret_hygiene.py)
+	tests/integration/test_acl_sync.py tests/integration/test_secret_hygiene.py) \
+	tests/integration/test_verify.py::test_verify_reads_a_secured_cluster_as_the_verifier
 
 test-secured: setup
 	DRSVC_START_TIMEOUT_S=$(TEST_START_TIMEOUT_S) $(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) --durations=10 $(SECURED_TESTS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chaos.access import (
@@ -11,7 +13,10 @@ from chaos.access import (
     split_run_roles,
     workload_grants,
 )
+from chaos.runner import APP, _topology_document
+from chaos.scenarios import find
 from chaos.service import ROLES
+from drsvc.topology import load_topology_text
 from failover.kafka_acls import Operation, PatternType, ResourceType
 
 DOCUMENT = {
@@ -74,3 +79,27 @@ def test_the_workload_may_write_and_read_the_scenario_s_names_only() -> None:
         (ResourceType.TRANSACTIONAL_ID, PatternType.PREFIXED, "chaos-", Operation.WRITE),
     }
     assert {g.principal for g in grants} == {"User:app-app"}
+
+
+def test_a_scenario_s_topology_rendered_for_each_role_loads_and_names_its_principal() -> None:
+    document = _topology_document(
+        "t", find("site-loss-failback-alo"), {"east": "h:1", "west": "h:2"}
+    )
+    for role in TOPOLOGY_ROLES:
+        principal = principal_of(role, APP)
+        security = {
+            "protocol": "SASL_SSL",
+            "tls": {"ca_file": "ca.pem"},
+            "sasl": {
+                "mechanism": "SCRAM-SHA-512",
+                "username": principal,
+                "password_file": f"{principal}.password",
+            },
+        }
+
+        topology = load_topology_text(json.dumps(role_topology(document, security, None)))
+
+        for cluster in topology.clusters.values():
+            assert cluster.security.sasl is not None
+            assert cluster.security.sasl.username == principal
+        assert [a.name for a in topology.applications] == [APP]
