@@ -50,6 +50,7 @@ from enum import StrEnum
 from failover.active import ActiveDocument
 from failover.errors import FailoverRefused, PreconditionFailed, SwitchError
 from failover.recovery_point import UnreplicatedRange
+from failover.requester import UNKNOWN_REQUESTER, RequestedBy
 from failover.site_recovery import SiteRecovery
 
 __all__ = [
@@ -132,6 +133,9 @@ class FailoverRequest:
     expect_kind: FailoverKind | None = None
     #: ... and the application's active document still has this epoch
     expect_epoch: int | None = None
+    #: who asked (kept in the record; not part of what is asked: a repeat of the same request
+    #: id by someone else is still the same request)
+    requested_by: RequestedBy = UNKNOWN_REQUESTER
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class FailoverPlan:
     kind: FailoverKind
     steps: tuple[Step, ...]
     request_id: str | None = None
+    #: who asked for it (records from before it was kept: unknown)
+    requested_by: RequestedBy = UNKNOWN_REQUESTER
 
     def step(self, name: StepName) -> Step:
         for step in self.steps:
@@ -325,6 +331,7 @@ def plan_failover(
         kind=FailoverKind.PLANNED if planned else FailoverKind.UNPLANNED,
         steps=tuple(steps),
         request_id=request.request_id,
+        requested_by=request.requested_by,
     )
 
 

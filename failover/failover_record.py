@@ -6,7 +6,8 @@ reads nothing else, so the encoding round-trips every field exactly; a record th
 read raises :class:`RecordFormatError` instead of being guessed at::
 
     {"v": 1, "id": "f-20261124-...", "app": "orders", "from": "east", "to": "west",
-     "kind": "planned", "state": "completed", "request_id": null, "created_ms": ...,
+     "kind": "planned", "state": "completed", "request_id": null,
+     "requested_by": {"kind": "api", "name": "alice", "role": "operator"}, "created_ms": ...,
      "steps": [{"name": "deactivate", "on_failure": "end", "timeout_s": null}, ...],
      "events": [{"step": "deactivate", "outcome": "ok", "at_ms": ..., "detail": ""}, ...],
      "groups": [{"group": "g1", "topic": "east.orders", "partition": 0, "target_offset": 42,
@@ -20,6 +21,12 @@ read raises :class:`RecordFormatError` instead of being guessed at::
                                   "last_offset": 45, "records": 6}],
                   "replay_from": [], "replayed": null, "completed_ms": ...},
      "epoch": 2}
+
+Versions: a field added later is optional, with the value a record without it means, so a
+record written before it reads unchanged and a reader from before it skips it (readers ignore
+fields they do not know). Only a change that an older reader would misread bumps ``v``, and a
+reader refuses a version it does not know. ``requested_by`` came this way: a record without it
+was asked for by someone unknown.
 """
 
 from __future__ import annotations
@@ -43,7 +50,8 @@ from failover.failover_plan import (
     StepEvent,
     StepName,
 )
-from failover.recovery_point import UnreplicatedRange
+from failover.recovery_point import UnreplicatedRange, rpo_records
+from failover.requester import decode_requester, requester_fields
 from failover.site_recovery import DivergentRange, PartitionOffset, RecoveryPolicy, SiteRecovery
 
 __all__ = [
@@ -52,6 +60,7 @@ __all__ = [
     "encode_record",
     "record_fields",
     "recovery_fields",
+    "recovery_point",
 ]
 
 RECORD_FORMAT_VERSION = 1
@@ -88,6 +97,7 @@ def record_fields(record: FailoverRecord) -> dict[str, Any]:
         "kind": plan.kind.value,
         "state": record.state.value,
         "request_id": plan.request_id,
+        "requested_by": requester_fields(plan.requested_by),
         "created_ms": record.created_ms,
         "steps": [
             {"name": s.name.value, "on_failure": s.on_failure.value, "timeout_s": s.timeout_s}
@@ -113,6 +123,17 @@ def record_fields(record: FailoverRecord) -> dict[str, Any]:
         "recovery": None if record.recovery is None else recovery_fields(record.recovery),
         "epoch": record.epoch,
     }
+
+
+def recovery_point(record: FailoverRecord) -> tuple[int, bool, str]:
+    """The failover's recovery point: records not replicated, whether that is exact, and what
+    measured it. At the switch an unplanned failover sees only what crossed (the lost cluster's
+    end is unknown: an open range, a lower bound); once the site returned, its recovery closed
+    those ranges and counted them, which is the exact number from then on."""
+    if record.recovery is not None:
+        return record.recovery.records, True, "recovery"
+    lost, exact = rpo_records(record.unreplicated)
+    return lost, exact, "switch"
 
 
 def recovery_fields(recovery: SiteRecovery) -> dict[str, Any]:
@@ -198,6 +219,7 @@ def decode_record(raw: str) -> FailoverRecord:
                 for s in _items(doc, "steps")
             ),
             request_id=doc.get("request_id"),
+            requested_by=decode_requester(doc.get("requested_by")),
         )
         return FailoverRecord(
             plan=plan,

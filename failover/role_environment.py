@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: the role kinds ``drsvc run`` starts
-PROCESS_KINDS = ("replicate", "heartbeats", "checkpoints", "controller", "api")
+PROCESS_KINDS = ("replicate", "heartbeats", "checkpoints", "controller", "api", "acl-sync")
 
 #: what every process needs to run at all; none of them is a credential
 BASE_VARIABLES = frozenset(

@@ -192,8 +192,34 @@ class ConsulAccess:
         address: str | None = None,
     ) -> ConsulAccess:
         """Resolved from the process environment over the topology's ``consul`` block, for the
-        agent at ``address`` when the caller chose one."""
+        agent at ``address`` when the caller chose one. Without a block, the one this process's
+        command declared its own (:func:`use_topology_consul`) is used, with its role."""
+        if consul is None and role is None:
+            consul, role = _PROCESS_TOPOLOGY.consul, _PROCESS_TOPOLOGY.role
         return resolve_consul_access(os.environ, address=address, topology=consul, role=role)
+
+
+@dataclass
+class _ProcessTopology:
+    consul: ConsulConfig | None = None
+    role: ConsulRole | None = None
+
+
+#: the topology ``consul`` block and role of the command this process runs (set once by it)
+_PROCESS_TOPOLOGY = _ProcessTopology()
+
+
+def use_topology_consul(consul: ConsulConfig | None, role: ConsulRole | None) -> None:
+    """Make ``consul`` (a topology's block) and ``role`` the defaults of every Consul client this
+    process builds without its own: a command calls it once, after loading its topology, so that
+    the topology's address, TLS files and the role's token reach clients built deep in the
+    runtime from an address alone. Consul's variables still win over it."""
+    _PROCESS_TOPOLOGY.consul, _PROCESS_TOPOLOGY.role = consul, role
+
+
+def topology_consul_in_use() -> ConsulConfig | None:
+    """The block :func:`use_topology_consul` set (None: none)."""
+    return _PROCESS_TOPOLOGY.consul
 
 
 def consul_endpoint(address: str, access: ConsulAccess) -> ConsulEndpoint:

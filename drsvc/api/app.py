@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp
 
+from drsvc.api.answers import FailoverAnswer
 from drsvc.api.auth import ApiAuth, Caller
 from drsvc.api.event_feed import EventFeed
 from drsvc.api.events import EVENT_CURSOR, START
@@ -33,7 +34,7 @@ from drsvc.api.limits import ApiLimits, Pool, ThreadPools
 from drsvc.api.pages import add_pages
 from drsvc.api.problems import ApiProblem, install_problem_handlers
 from drsvc.api.request_metrics import RequestMetrics
-from drsvc.api.service import ApiService, MoveRequest
+from drsvc.api.service import ApiService, MoveRequest, requester
 from failover.failover_plan import FailoverKind
 from failover.naming import REQUEST_ID_PATTERN, check_request_id
 
@@ -59,6 +60,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 #: a failover or failback can also be refused because the plan the caller saw has changed
 _MOVE_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
+    200: {"description": "Dry run: the plan, and the epoch it was made at"},
+    202: {"description": "Started: the failover's record", "model": FailoverAnswer},
     409: {
         "description": "Refused: a failover of the application is running, the plan refuses "
         "(a planned failover whose active cluster does not answer, ...), or the request id "
@@ -159,10 +162,12 @@ class FinishBody(BaseModel):
 
 
 def _add_migrations(
-    app: FastAPI, service: ApiService, pools: ThreadPools, read: list[Any], write: list[Any]
+    app: FastAPI, service: ApiService, pools: ThreadPools, read: list[Any], operator: Any
 ) -> None:
     """``/v1/migrations/...``: the same operations as ``drsvc migrate`` (docs/migration.md)."""
     Name = Annotated[str, Path(pattern=_NAME, description="A migration of the topology.")]
+    Operator = Annotated[Caller, operator]
+    write = [operator]
 
     @app.get("/v1/migrations", tags=["migrations"], dependencies=read, responses=_ERRORS)
     async def migrations() -> list[dict[str, Any]]:
@@ -206,13 +211,20 @@ def _add_migrations(
         status_code=202,
         responses=_ERRORS,
     )
-    async def cutover(name: Name, body: CutoverBody) -> JSONResponse:
+    async def cutover(name: Name, body: CutoverBody, caller: Operator) -> JSONResponse:
         """Cut ``app`` over as a planned failover: 409 with every reason while anything lags
         (nothing changes); 202 with the failover record (follow the Location); 200 with the
         plan for a dry run."""
         status, doc = await pools.run(
             Pool.CHANGES,
-            partial(service.migrations.cutover, name, body.app, body.dry_run, body.wait_s),
+            partial(
+                service.migrations.cutover,
+                name,
+                body.app,
+                body.dry_run,
+                body.wait_s,
+                requester(caller),
+            ),
         )
         headers = {} if status == 200 else {"Location": f"/v1/failovers/{doc['id']}"}
         return JSONResponse(doc, status_code=status, headers=headers)
@@ -304,19 +316,33 @@ def _add_reads(app: FastAPI, service: ApiService, pools: ThreadPools, read: list
         """The group's checkpoints per partition, and its exposure to a failover now."""
         return await pools.run(Pool.READS, partial(service.group, app, group))
 
-    @app.get("/v1/failovers", tags=["failovers"], dependencies=read, responses=_ERRORS)
+    @app.get(
+        "/v1/failovers",
+        tags=["failovers"],
+        dependencies=read,
+        responses={**_ERRORS, 200: {"model": list[FailoverAnswer]}},
+    )
     async def failovers() -> list[dict[str, Any]]:
         """Every failover of the namespace, oldest first."""
         return await pools.run(Pool.READS, service.failovers)
 
     @app.get(
-        "/v1/failovers/{failover_id}", tags=["failovers"], dependencies=read, responses=_ERRORS
+        "/v1/failovers/{failover_id}",
+        tags=["failovers"],
+        dependencies=read,
+        responses={**_ERRORS, 200: {"model": FailoverAnswer}},
     )
     async def one_failover(failover_id: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
         """One failover's record: steps, groups, what was not replicated."""
         return await pools.run(Pool.READS, partial(service.failover, failover_id))
 
-    @app.get("/metrics", tags=["metrics"], dependencies=read, response_class=Response)
+    @app.get(
+        "/metrics",
+        tags=["metrics"],
+        dependencies=read,
+        response_class=Response,
+        responses={401: _ERRORS[401], 403: _ERRORS[403]},
+    )
     async def metrics() -> Response:
         """Prometheus metrics of this process."""
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
@@ -450,7 +476,7 @@ def create_app(
     _add_health(app, service, pools)
     _add_reads(app, service, pools, read)
     _add_moves(app, service, pools, Depends(writer))
-    _add_migrations(app, service, pools, read, [Depends(writer)])
+    _add_migrations(app, service, pools, read, Depends(writer))
     feed = EventFeed(
         service.events,
         service.refresh_events,

@@ -30,6 +30,7 @@ from drsvc.settings import Settings
 from drsvc.topology.models import Topology
 from drsvc.verify.migration_job import verify_migration
 from failover.failover_plan import FailoverRecord, FailoverRequest
+from failover.requester import UNKNOWN_REQUESTER, RequestedBy
 
 __all__ = ["MigrationService"]
 
@@ -127,7 +128,12 @@ class MigrationService:
             thread.join(30)
 
     def cutover(
-        self, name: str, app: str, dry_run: bool, wait_s: float
+        self,
+        name: str,
+        app: str,
+        dry_run: bool,
+        wait_s: float,
+        requested_by: RequestedBy = UNKNOWN_REQUESTER,
     ) -> tuple[int, dict[str, Any]]:
         ctx = self._context(name)
         if app not in {a.name for a in ctx.topology.applications}:
@@ -137,7 +143,7 @@ class MigrationService:
             raise RefusedError(
                 f"cutover of {app} to {ctx.migration.target} refused: " + "; ".join(check.refusals)
             )
-        request = FailoverRequest(app, ctx.migration.target, False, None)
+        request = FailoverRequest(app, ctx.migration.target, False, None, requested_by=requested_by)
         if dry_run:
             plan, targets, note = ctx.executor.preview(request)
             return 200, {**plan_document(plan, targets, note), "check": check.as_dict()}

@@ -41,8 +41,9 @@ from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.failover_plan import FailoverKind, FailoverRecord, FailoverRequest
+from failover.requester import RequestedBy, RequesterKind
 
-__all__ = ["ApiService", "MoveRequest"]
+__all__ = ["ApiService", "MoveRequest", "requester"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,13 @@ class MoveRequest:
     expect_epoch: int | None = None
     #: who asked (the token's name and role)
     caller: Caller | None = None
+
+
+def requester(caller: Caller | None) -> RequestedBy:
+    """Who asked, as the failover's record keeps it: the token's name and role."""
+    if caller is None:
+        return RequestedBy(RequesterKind.API)
+    return RequestedBy(RequesterKind.API, caller.name, caller.role.value)
 
 
 class ApiService:
@@ -299,6 +307,7 @@ class ApiService:
             request.request_id,
             expect_kind=request.expect_kind,
             expect_epoch=request.expect_epoch,
+            requested_by=requester(request.caller),
         )
         if request.dry_run:
             # The epoch is read before the plan is made: a switch that lands in between makes

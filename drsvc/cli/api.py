@@ -17,6 +17,7 @@ from drsvc.api.app import create_app
 from drsvc.api.auth import ApiAuth, load_token, load_tokens
 from drsvc.api.limits import ApiLimits
 from drsvc.api.service import ApiService
+from drsvc.api.tls import tls_files
 from drsvc.cli.common import (
     ConsulOption,
     LogFormatOption,
@@ -204,6 +205,25 @@ def register(app: typer.Typer) -> None:
                 "commas (against DNS rebinding); default: any.",
             ),
         ] = None,
+        tls_cert: Annotated[
+            Path | None,
+            typer.Option(
+                "--tls-cert",
+                help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.",
+            ),
+        ] = None,
+        tls_key: Annotated[
+            Path | None,
+            typer.Option("--tls-key", help="The PEM private key of --tls-cert (mode 600)."),
+        ] = None,
+        tls_client_ca: Annotated[
+            Path | None,
+            typer.Option(
+                "--tls-client-ca",
+                help="Require client certificates issued by this PEM CA (mutual TLS), on top "
+                "of the bearer tokens.",
+            ),
+        ] = None,
         catch_up_timeout_s: Annotated[
             float,
             typer.Option(
@@ -227,7 +247,11 @@ def register(app: typer.Typer) -> None:
             exposure_ttl_s=exposure_ttl_s,
         )
         hosts = allowed_hosts_of(allowed_hosts)
-        topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
+        # before anything starts: a file that cannot serve is an error naming it
+        tls = tls_files(tls_cert, tls_key, tls_client_ca)
+        topology, bootstraps = load_with_bootstraps(
+            topology_file, state_dir, consul_role="executor"
+        )
         address = resolve_consul(consul, state_dir)
         if address is None:
             raise ConfigError("no Consul agent known: pass --consul host:port")
@@ -258,8 +282,10 @@ def register(app: typer.Typer) -> None:
                 log_config=None,
                 access_log=verbose,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                **({} if tls is None else tls.uvicorn_options()),
             )
-            log.info("serving the drsvc API on http://%s:%d", host, chosen)
+            scheme = "http" if tls is None else "https"
+            log.info("serving the drsvc API on %s://%s:%d", scheme, host, chosen)
             uvicorn.Server(config).run()
         finally:
             observer.stop()

@@ -68,7 +68,9 @@ def register(app: typer.Typer) -> None:
         state_dir: StateDirOption = None,
     ) -> None:
         configure_logging(verbose, log_format)
-        topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstrap = load_with_bootstraps(
+            topology_file, state_dir, consul_role="checkpoints"
+        )
         if once:
             flows = read_flow_checkpoints(topology, bootstrap, flow_id=flow_id)
             if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
 from pathlib import Path
@@ -9,11 +10,16 @@ from typing import Annotated
 
 import typer
 
-from drsvc.adapters.consul_access import first_consul_address
+from drsvc.adapters.consul_access import (
+    first_consul_address,
+    topology_consul_in_use,
+    use_topology_consul,
+)
 from drsvc.dev_endpoints import LocalEndpoints
 from drsvc.errors import ConfigError
 from drsvc.runtime.logs import LOG_FORMATS, JsonLogFormatter
 from drsvc.settings import Settings
+from drsvc.topology.consul import ConsulRole
 from drsvc.topology.loader import load_topology
 from drsvc.topology.models import Topology
 
@@ -31,10 +37,16 @@ TopologyOption = Annotated[
 ]
 
 
-def load_with_bootstraps(path: Path, state_dir: Path | None) -> tuple[Topology, dict[str, str]]:
+def load_with_bootstraps(
+    path: Path, state_dir: Path | None, *, consul_role: ConsulRole | None = None
+) -> tuple[Topology, dict[str, str]]:
     """Load a topology and the bootstrap servers of every cluster: the file's own, or, where it
-    omits them, those of the running ``drsvc dev`` environment."""
+    omits them, those of the running ``drsvc dev`` environment. ``consul_role``: the command
+    reaches Consul as that role, with the topology's ``consul`` block (its address, TLS files and
+    the role's token) as the default of every Consul client it builds."""
     topology = load_topology(path)
+    if consul_role is not None:
+        use_topology_consul(topology.consul, consul_role)
     bootstrap: dict[str, str] = {}
     local: LocalEndpoints | None = None
     for alias, cluster in topology.clusters.items():
@@ -65,7 +77,8 @@ def resolve_consul(
     """The Consul HTTP address to use, first given wins: the flag, ``DRSVC_CONSUL_HTTP_ADDR``,
     ``CONSUL_HTTP_ADDR`` (as Consul's own tools read it), the topology's ``consul.address``,
     else the local environment's agent (None: there is none)."""
-    configured = None if topology is None or topology.consul is None else topology.consul.address
+    block = topology_consul_in_use() if topology is None else topology.consul
+    configured = None if block is None else block.address
     return first_consul_address(option, os.environ, configured) or (
         _local_endpoints(state_dir).consul_http_addr()
     )
@@ -109,3 +122,12 @@ def configure_logging(verbose: bool, log_format: str = "text") -> None:
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+
+
+def os_user() -> str | None:
+    """Who runs the command, if the system says (a container may have no name for its uid):
+    the name a failover record keeps of who asked for it from the command line."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None

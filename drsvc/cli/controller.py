@@ -75,7 +75,9 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     ) -> None:
         configure_logging(verbose, log_format)
-        topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstraps = load_with_bootstraps(
+            topology_file, state_dir, consul_role="executor"
+        )
         address = resolve_consul(consul, state_dir)
         if address is None:
             raise ConfigError("no Consul agent known: pass --consul host:port")

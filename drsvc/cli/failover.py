@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +18,7 @@ from drsvc.cli.common import (
     StateDirOption,
     TopologyOption,
     load_with_bootstraps,
+    os_user,
     resolve_consul,
 )
 from drsvc.errors import ConfigError, RefusedError
@@ -41,6 +42,7 @@ from failover.failover_plan import (
     FailoverState,
     GroupTarget,
 )
+from failover.requester import RequestedBy, RequesterKind, decode_requester
 from failover.stale_epochs import StaleEntry
 
 EXIT_OK = 0
@@ -180,7 +182,7 @@ def register(app: typer.Typer) -> None:
             s = record_document(r)
             typer.echo(
                 f"{s['id']}  {s['app']}  {s['from']} -> {s['to']}  {s['kind']}  {s['state']}"
-                f"  {s['duration_s']}s"
+                f"  {s['duration_s']}s  by {_requester_text(s['requested_by'])}"
             )
 
     @app.command(
@@ -250,7 +252,7 @@ def build_executor(
 ) -> FailoverExecutor:
     """The failover executor the commands (and the controller) run failovers with;
     ``probe_timeout_s`` bounds each "does the active cluster answer?" probe."""
-    topology, bootstraps = load_with_bootstraps(topology_file, state_dir)
+    topology, bootstraps = load_with_bootstraps(topology_file, state_dir, consul_role="executor")
     address = resolve_consul(consul, state_dir)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")
@@ -339,6 +341,7 @@ def _move(
         asked.request_id,
         expect_kind=asked.expect_kind,
         expect_epoch=asked.expect_epoch,
+        requested_by=RequestedBy.of(RequesterKind.CLI, os_user()),
     )
     try:
         if asked.dry_run:
@@ -379,6 +382,7 @@ def _print_record(
         f"failover {s['id']}: {s['app']} {s['from']} -> {s['to']} ({s['kind']}): {s['state']}"
         f" after {s['duration_s']}s"
     )
+    typer.echo(f"  requested by {_requester_text(s['requested_by'])}")
     for e in s["events"]:
         detail = f": {e['detail']}" if e["detail"] else ""
         typer.echo(f"  {e['at']}  {e['step']:<15} {e['outcome']}{detail}")
@@ -395,6 +399,8 @@ def _print_record(
         )
     if s["unreplicated"] or record.plan.kind.value == "unplanned":
         bound = "" if s["rpo_exact"] else " (at least)"
+        if s["rpo_measured_by"] == "recovery":
+            bound = " (counted by the recovery of the returned site)"
         typer.echo(f"  recovery point: {s['rpo_records']} record(s) not replicated{bound}")
     for x in s.get("stale_records", []):
         shown = ", ".join(str(o) for o in x["offsets"][:10])
@@ -404,6 +410,11 @@ def _print_record(
             f" {x['topic']}-{x['partition']} {x['records']} record(s) at {shown}{more}"
             f" (found by flow {x['flow']})"
         )
+
+
+def _requester_text(fields: dict[str, Any]) -> str:
+    """``api:alice (operator)``, ``cli:bob``, ``controller:ctl-1``, or ``unknown``."""
+    return decode_requester(fields).describe()
 
 
 def _print_recovery(record: FailoverRecord, dry_run: bool, as_json: bool) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from drsvc.adapters.consul_access import use_topology_consul
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.cli.common import ConsulOption, StateDirOption, TopologyOption, resolve_consul
 from drsvc.errors import ConfigError, ConflictError
@@ -33,11 +34,12 @@ def _target(
     topology_file: Path, flow_id: str, consul: str | None, state_dir: Path | None
 ) -> tuple[ConsulCoordinator, str]:
     topology = load_topology(topology_file)
+    use_topology_consul(topology.consul, "executor")
     flow = next((f for f in topology.flows if f.id == flow_id), None)
     if flow is None:
         known = ", ".join(f.id for f in topology.flows) or "none"
         raise ConfigError(f"topology {topology_file} has no flow {flow_id!r} (flows: {known})")
-    address = resolve_consul(consul, state_dir)
+    address = resolve_consul(consul, state_dir, topology)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")
     key = naming.flow_control_key(topology.namespace, flow.source, flow.target)
@@ -48,8 +50,9 @@ def _held(
     topology_file: Path, flow_id: str, consul: str | None, state_dir: Path | None
 ) -> dict[str, str]:
     topology = load_topology(topology_file)
+    use_topology_consul(topology.consul, "executor")
     source, _, target = flow_id.partition("->")
-    address = resolve_consul(consul, state_dir)
+    address = resolve_consul(consul, state_dir, topology)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")
     return held_for_recovery(topology, ConsulCoordinator(address), source, target)

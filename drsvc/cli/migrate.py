@@ -25,6 +25,7 @@ from drsvc.cli.common import (
     TopologyOption,
     configure_logging,
     load_with_bootstraps,
+    os_user,
     resolve_consul,
 )
 from drsvc.components import load_components
@@ -48,6 +49,7 @@ from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
 from failover.migration_plan import ACTIONS
 from failover.migration_progress import TopicProgress
+from failover.requester import RequestedBy, RequesterKind
 
 log = logging.getLogger("drsvc.migrate")
 
@@ -93,7 +95,7 @@ def build_app() -> typer.Typer:
         ] = 10.0,
         state_dir: StateDirOption = None,
     ) -> None:
-        topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstrap = load_with_bootstraps(topology_file, state_dir, consul_role="executor")
         migration = topology.migration(migration_name)
         report = read_migration_plan(topology, migration, bootstrap, timeout_s)
         if as_json:
@@ -121,7 +123,7 @@ def _context(
     state_dir: Path | None,
     catch_up_timeout_s: float = DEFAULT_CATCH_UP_TIMEOUT_S,
 ) -> MigrationContext:
-    topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+    topology, bootstrap = load_with_bootstraps(topology_file, state_dir, consul_role="executor")
     address = resolve_consul(consul, state_dir)
     if address is None:
         raise ConfigError("no Consul agent known: pass --consul host:port")
@@ -292,6 +294,7 @@ def register_workflow(app: typer.Typer) -> None:  # noqa: PLR0915 (one closure p
                 app_name,
                 wait_s=wait_s,
                 dry_run=dry_run,
+                requested_by=RequestedBy.of(RequesterKind.CLI, os_user()),
             )
         except RefusedError as err:
             _refused(str(err), as_json, app=app_name, to=ctx.migration.target)

@@ -21,6 +21,7 @@ from drsvc.cli.common import (
     resolve_consul,
 )
 from drsvc.errors import ConfigError
+from drsvc.runtime.liveness import loop_liveness
 from drsvc.runtime.metrics_server import serve_metrics
 from drsvc.runtime.replication.engine import ReplicationEngine
 from drsvc.runtime.replication.metrics import install_replication_metrics
@@ -117,7 +118,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(
                 f"--compression must be one of {', '.join(COMPRESSION_TYPES)} (got {compression!r})"
             )
-        topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstrap = load_with_bootstraps(
+            topology_file, state_dir, consul_role="replicator"
+        )
         flow = next((f for f in topology.flows if f.id == flow_id), None)
         if flow is None:
             known = ", ".join(f.id for f in topology.flows) or "none"
@@ -165,9 +168,13 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         last = {"at": time.monotonic(), "copied": 0}
+        liveness, ticked = loop_liveness(), {"at": 0.0}
 
         def report(w: ReplicationEngine) -> None:
             now = time.monotonic()
+            if now - ticked["at"] >= 1.0:  # /healthz: the loop turns (once a second is plenty)
+                liveness.tick(f"replication {flow_id}")
+                ticked["at"] = now
             if report_every_s <= 0 or now - last["at"] < report_every_s:
                 return
             rate = (w.stats.records_copied - last["copied"]) / (now - last["at"])

@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         consul: ConsulOption = None,
         state_dir: StateDirOption = None,
     ) -> None:
-        topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+        topology, bootstrap = load_with_bootstraps(topology_file, state_dir, consul_role="executor")
         flows = list(topology.flows)
         if flow_id is not None:
             flows = [flow for flow in flows if flow.id == flow_id]

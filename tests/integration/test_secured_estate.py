@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +97,8 @@ class Estate:
             *args,
             "-t",
             str(self.topologies["executor"]),
-            env={**failover_env(self.consul_addr), **self.env.consul_environment("executor")},
+            # the topology's consul block alone: its address, CA file and the executor's token
+            env=failover_env(self.consul_addr),
         )
         return code, doc or {}, err
 
@@ -167,25 +168,15 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
         env.down()
 
 
-@contextmanager
-def _started_with(variables: Mapping[str, str]) -> Iterator[None]:
-    """Processes started inside inherit ``variables`` (the helpers that start them pass on
-    this process's environment): how each role gets its own Consul token."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in variables.items():
-            patch.setenv(name, value)
-        yield
-
-
 @pytest.fixture(scope="module")
 def replicating(estate: Estate) -> Iterator[None]:
     flows = ["east->west", "west->east"]
     topology = estate.topologies["replicator"]
     with ExitStack() as stack:
-        with _started_with(estate.env.consul_environment("replicator")):
-            workers = stack.enter_context(
-                running_workers(topology, flows, estate.tmp, "--consul", estate.consul_addr)
-            )
+        # The workers reach Consul with their topology's consul block alone (no CONSUL_*).
+        workers = stack.enter_context(
+            running_workers(topology, flows, estate.tmp, "--consul", estate.consul_addr)
+        )
         try:
             wait_for_remote_copies(estate.bootstraps, estate.topic, estate.app_settings())
         except AssertionError:
@@ -247,12 +238,10 @@ def test_the_checkpoint_stream_runs_on_sasl_ssl(estate: Estate, replicating: Non
     SCRAM credentials over TLS."""
     group = "g1"
     consume_part(estate.bootstraps["east"], group, [estate.topic], 1.0, estate.app_settings())
-    with _started_with(estate.env.consul_environment("checkpoints")):
-        agent = AgentProcess(
-            estate.topologies["checkpoints"],
-            estate.tmp / "checkpoints.log",
-            estate.tmp / "cp-state",
-        )
+    # It reaches Consul with its topology's consul block alone (no CONSUL_* variables).
+    agent = AgentProcess(
+        estate.topologies["checkpoints"], estate.tmp / "checkpoints.log", estate.tmp / "cp-state"
+    )
     topic = DEFAULT_CHECKPOINTS_TOPIC.format(source="east")
     bootstrap, admin_settings = estate.admin("west")
     reader = Consumer(
@@ -344,7 +333,7 @@ def test_refused_credentials_are_a_clear_error_never_an_outage(estate: Estate) -
     before = estate.consul.kv_get(app_active_key(estate.name, APP))
     code, _doc, err = run_cli(
         "failover", "-t", str(wrong_file), "--app", APP, "--to", "west",
-        env={**failover_env(estate.consul_addr), **estate.env.consul_environment("executor")},
+        env=failover_env(estate.consul_addr),
     )  # fmt: skip
     assert code != 0 and "refused drsvc's credentials" in err, err
     assert "not-the-password" not in err

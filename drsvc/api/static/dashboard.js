@@ -1,24 +1,41 @@
 // The dashboard's script: a file of its own, not inline, so the page runs under the API's
-// content security policy (scripts from this origin only).
+// content security policy (scripts from this origin only). Its decisions (what a panel shows
+// after a failed refresh, how a value is written) are the pure functions of dashboard_logic.js.
 "use strict";
 const tokenInput = document.getElementById("token");
 tokenInput.value = sessionStorage.getItem("drsvc-token") || "";
 tokenInput.addEventListener("change", () => sessionStorage.setItem("drsvc-token", tokenInput.value));
+
+const L = DashboardLogic;
+//: how long a read may take before the page stops waiting and says so (the data shown stays)
+const CALL_TIMEOUT_MS = 10000;
+//: a dry run probes the clusters, and a failover answers once its record is stored
+const MOVE_TIMEOUT_MS = 60000;
 
 function headers() {
   const h = {"Content-Type": "application/json"};
   if (tokenInput.value) h["Authorization"] = "Bearer " + tokenInput.value;
   return h;
 }
-async function call(method, path, body) {
-  const answer = await fetch(path, {method, headers: headers(), body: body ? JSON.stringify(body) : undefined});
-  const doc = await answer.json().catch(() => ({}));
-  if (!answer.ok) {
-    const err = new Error((doc.error && doc.error.message) || answer.statusText);
-    err.status = answer.status;
-    throw err;
+// One call of the API: its JSON document, or an error (with the status when the API refused).
+// An answer that is not JSON is an error too, never an empty document.
+async function call(method, path, body, timeoutMs = CALL_TIMEOUT_MS) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  try {
+    const answer = await fetch(path, {method, headers: headers(), body: body ? JSON.stringify(body) : undefined, signal: abort.signal});
+    let doc, unreadable = null;
+    try { doc = await answer.json(); } catch (err) { unreadable = err; }
+    if (!answer.ok) {
+      const err = new Error((doc && doc.error && doc.error.message) || answer.statusText);
+      err.status = answer.status;
+      throw err;
+    }
+    if (unreadable) throw unreadable.name === "AbortError" ? unreadable : new Error("the answer is not JSON");
+    return doc;
+  } finally {
+    clearTimeout(timer);
   }
-  return doc;
 }
 function say(text, style) {
   const m = document.getElementById("message");
@@ -26,14 +43,41 @@ function say(text, style) {
 }
 function cell(row, content, style) {
   const td = row.insertCell();
-  if (content instanceof Node) td.appendChild(content); else td.textContent = content ?? "–";
+  if (content instanceof Node) td.appendChild(content); else td.textContent = L.shown(content);
   if (style) td.className = style;
   return td;
 }
+// Rows drawn into a new table body that replaces the old one only once every row is drawn: a
+// row that cannot be drawn leaves the last good table on screen.
 function fill(id, rows, render) {
-  const body = document.querySelector("#" + id + " tbody");
-  body.replaceChildren();
+  const body = document.createElement("tbody");
   for (const r of rows) render(body.insertRow(), r);
+  document.querySelector("#" + id + " tbody").replaceWith(body);
+}
+
+// -- panels: each keeps its last good answer; a failed or timed-out refresh marks it stale
+// ("last updated 37 s ago; refresh failed: ...") and leaves its data as it was.
+const panels = {};
+function showStatus(name) {
+  const panel = panels[name];
+  const status = document.getElementById(name + "-status");
+  if (status) status.textContent = L.panelStatus(panel, Date.now());
+  document.getElementById(name).closest("section").classList.toggle("stale", L.isStale(panel));
+}
+function panel(name, path, render) {
+  panels[name] = L.emptyPanel();
+  return async () => {
+    try {
+      const doc = await call("GET", path);
+      const problem = L.problemWith(name, doc);
+      if (problem) throw new Error(problem);
+      render(doc);
+      panels[name] = L.answered(panels[name], doc, Date.now());
+    } catch (err) {
+      panels[name] = L.refreshFailed(panels[name], L.failureText(err, CALL_TIMEOUT_MS), Date.now());
+    }
+    showStatus(name);
+  };
 }
 
 // -- flows: lag and throughput history per flow, drawn as small charts
@@ -51,37 +95,38 @@ function spark(points) {
   g.stroke();
   return c;
 }
-async function refreshFlows() {
-  const doc = await call("GET", "/v1/flows");
+const refreshFlows = panel("flows", "/v1/flows", doc => {
   const now = Date.now() / 1000;
   fill("flows", doc.flows, (row, f) => {
-    const copied = f.partitions.reduce((s, p) => s + (p.replicated_offset || 0), 0);
     const h = history[f.flow] = history[f.flow] || {lag: [], last: null, rate: null};
-    if (h.last && now > h.last.t) h.rate = Math.max(0, (copied - h.last.copied) / (now - h.last.t));
-    h.last = {t: now, copied};
-    h.lag.push(f.lag || 0); if (h.lag.length > 60) h.lag.shift();
+    const sample = {t: now, copied: L.copiedRecords(f)};
+    h.rate = L.copyRate(h.last, sample);
+    h.last = sample;
+    if (typeof f.lag === "number") { h.lag.push(f.lag); if (h.lag.length > 60) h.lag.shift(); }
     row.dataset.flow = f.flow;
     cell(row, f.flow);
     cell(row, f.error ? "unreadable" : f.state, f.error ? "bad" : (f.lag ? "warn" : "ok"));
     cell(row, f.lag);
-    cell(row, h.rate === null ? "…" : Math.round(h.rate));
+    cell(row, h.rate === null ? null : Math.round(h.rate));
     cell(row, spark(h.lag));
   });
-}
-async function refreshClusters() {
-  const rows = await call("GET", "/v1/clusters");
+});
+const refreshClusters = panel("clusters", "/v1/clusters", rows => {
   fill("clusters", rows, (row, c) => {
     row.dataset.cluster = c.cluster;
     cell(row, c.cluster);
-    cell(row, c.reachable ? "yes" : "no", c.reachable ? "ok" : "bad");
+    const answers = c.reachable === true ? "yes" : (c.reachable === false ? "no" : null);
+    cell(row, answers, c.reachable ? "ok" : "bad");
     cell(row, c.consul_health, c.consul_health === "passing" ? "ok" : "bad");
-    cell(row, c.heartbeats.map(h => `${h.observer}: ${h.state} (${h.freshness_s}s)`).join(", ") || "–");
+    const seen = (c.heartbeats || []).map(h => `${h.observer}: ${h.state} (${L.shown(h.freshness_s)}s)`).join(", ");
+    cell(row, seen || null);
   });
+});
+function knownClusters() {
+  const doc = panels.clusters && panels.clusters.doc;
+  return doc ? doc.map(c => c.cluster) : [];
 }
-async function refreshApps() {
-  const doc = await call("GET", "/v1/apps?exposure=false");
-  document.getElementById("leader").textContent = "controller leader: " + (doc.controller_leader || "none");
-  const clusters = [...document.querySelectorAll("#clusters tbody tr")].map(r => r.dataset.cluster);
+const refreshApps = panel("apps", "/v1/apps?exposure=false", doc => {
   fill("apps", doc.apps, (row, a) => {
     row.dataset.app = a.app;
     cell(row, a.app);
@@ -89,7 +134,7 @@ async function refreshApps() {
     cell(row, a.epoch);
     const moves = document.createElement("span");
     if (a.running) moves.textContent = "failover " + a.running + " running";
-    else for (const to of clusters.filter(c => c !== a.active)) {
+    else for (const to of knownClusters().filter(c => c !== a.active)) {
       const b = document.createElement("button");
       b.textContent = (to === a.preferred ? "Fail back to " : "Fail over to ") + to;
       b.dataset.to = to;
@@ -98,29 +143,41 @@ async function refreshApps() {
     }
     cell(row, moves);
   });
+  document.getElementById("leader").textContent = "controller leader: " + (doc.controller_leader || "none");
+});
+function requester(by) {
+  if (!by || by.kind === "unknown") return null;
+  return `${by.kind}:${by.name || "?"}` + (by.role ? ` (${by.role})` : "");
 }
-async function refreshFailovers() {
-  const rows = (await call("GET", "/v1/failovers")).slice(-10).reverse();
-  fill("failovers", rows, (row, f) => {
+const refreshFailovers = panel("failovers", "/v1/failovers", all => {
+  fill("failovers", all.slice(-10).reverse(), (row, f) => {
+    row.dataset.failover = f.id;
     cell(row, f.id); cell(row, f.app); cell(row, `${f.from} → ${f.to}`); cell(row, f.kind);
     cell(row, f.state, f.state === "completed" ? "ok" : (f.state === "running" ? "warn" : "bad"));
-    cell(row, f.rpo_records);
+    cell(row, L.lostText(f)).title = L.lostTitle(f);
+    cell(row, requester(f.requested_by));
   });
-}
+});
 
-// -- events: long-poll
+// -- events: long-poll (its own bound: the API waits up to 10 s for a new event)
 const events = [];
+panels.events = L.emptyPanel();
 async function pollEvents(after) {
   try {
-    const doc = await call("GET", `/v1/events?after=${after}&wait_s=10`);
+    const doc = await call("GET", `/v1/events?after=${encodeURIComponent(after)}&wait_s=10`, undefined, 20000);
+    if (!doc || !Array.isArray(doc.events)) throw new Error("the answer for events is not in the expected shape");
     events.push(...doc.events);
     events.splice(0, Math.max(0, events.length - 20));
     fill("events", [...events].reverse(), (row, e) => {
       cell(row, new Date(e.at_ms).toLocaleTimeString()); cell(row, e.failover_id);
       cell(row, e.step); cell(row, e.outcome, e.outcome === "ok" ? "ok" : "bad");
     });
+    panels.events = L.answered(panels.events, doc, Date.now());
+    showStatus("events");
     setTimeout(() => pollEvents(doc.last_id), 100);
   } catch (err) {
+    panels.events = L.refreshFailed(panels.events, L.failureText(err, 20000), Date.now());
+    showStatus("events");
     setTimeout(() => pollEvents(after), 3000);
   }
 }
@@ -133,7 +190,7 @@ let pending = null;
 async function plan(app, to, kind, notice) {
   if (!tokenInput.value) { say("Enter the API token to move an application.", "bad"); tokenInput.focus(); return; }
   try {
-    const doc = await call("POST", `/v1/apps/${app}/${kind}`, {to, dry_run: true});
+    const doc = await call("POST", `/v1/apps/${app}/${kind}`, {to, dry_run: true}, MOVE_TIMEOUT_MS);
     pending = {app, to, kind, expect_kind: doc.kind, expect_epoch: doc.epoch};
     document.getElementById("plan-title").textContent = `${kind} of ${app}: ${doc.from} → ${doc.to} (${doc.kind})`;
     document.getElementById("plan-notice").textContent = notice || "";
@@ -142,7 +199,7 @@ async function plan(app, to, kind, notice) {
     const groups = doc.groups.map(g => `group ${g.group} ${g.topic}-${g.partition} → ${g.target_offset} (${g.exact ? "exact" : g.reason})`).join("\n");
     document.getElementById("plan-body").textContent = steps + "\n\n" + (groups || "no committed groups") + (doc.note ? "\n\nnote: " + doc.note : "");
     document.getElementById("plan").style.display = "block";
-  } catch (err) { say(`${notice ? notice + " " : ""}${kind} of ${app} refused: ${err.message}`, "bad"); }
+  } catch (err) { say(`${notice ? notice + " " : ""}${kind} of ${app} refused: ${L.failureText(err, MOVE_TIMEOUT_MS)}`, "bad"); }
 }
 document.getElementById("plan-cancel").addEventListener("click", () => {
   pending = null; document.getElementById("plan").style.display = "none";
@@ -152,17 +209,17 @@ document.getElementById("plan-confirm").addEventListener("click", async () => {
   document.getElementById("plan").style.display = "none";
   if (!p) return;
   try {
-    const record = await call("POST", `/v1/apps/${p.app}/${p.kind}`, {to: p.to, expect_kind: p.expect_kind, expect_epoch: p.expect_epoch});
+    const record = await call("POST", `/v1/apps/${p.app}/${p.kind}`, {to: p.to, expect_kind: p.expect_kind, expect_epoch: p.expect_epoch}, MOVE_TIMEOUT_MS);
     say(`${p.kind} ${record.id} of ${p.app} to ${p.to} started`, "ok");
   } catch (err) {
     if (err.status === 412) { say(CHANGED, "warn"); await plan(p.app, p.to, p.kind, CHANGED); return; }
-    say(`${p.kind} of ${p.app} refused: ${err.message}`, "bad");
+    say(`${p.kind} of ${p.app} refused: ${L.failureText(err, MOVE_TIMEOUT_MS)}`, "bad");
   }
 });
 
 function every(seconds, refresh) {
   const run = async () => {
-    try { await refresh(); } catch (err) { say(err.message, "bad"); }
+    await refresh();
     setTimeout(run, seconds * 1000);
   };
   run();
@@ -171,4 +228,6 @@ every(5, refreshClusters);
 every(3, refreshFlows);
 every(2, refreshApps);
 every(3, refreshFailovers);
-pollEvents(0);
+pollEvents("0");
+// the ages in the panels' status lines move on between refreshes
+setInterval(() => Object.keys(panels).forEach(showStatus), 1000);

@@ -37,6 +37,7 @@ from drsvc.runtime.checkpoints.metrics import CheckpointMetrics
 from drsvc.runtime.checkpoints.settings import CheckpointSettings
 from drsvc.runtime.checkpoints.stream import CheckpointStream, ClusterReader, Emission
 from drsvc.runtime.checkpoints.sync_follower import SyncFollower
+from drsvc.runtime.liveness import loop_liveness
 from failover import naming
 from failover.checkpoints import encode_key, encode_value
 
@@ -148,6 +149,8 @@ class StreamRunner:
     async def cycle(self) -> None:
         """One cycle; failures are logged and counted, and the next cycle tries again."""
         flow = self.stream.flow_id
+        # /healthz: the timer still turns (a cycle that never returns stops the ticks)
+        loop_liveness().tick(f"checkpoints {flow}")
         try:
             await self._cycle()
         except Exception as err:  # the timer must keep running whatever went wrong

@@ -43,6 +43,7 @@ from drsvc.errors import DrsvcError, LockLostError, RefusedError
 from drsvc.runtime.controller.metrics import ControllerMetrics, controller_metrics
 from drsvc.runtime.controller.observe import Observer, Source
 from drsvc.runtime.failover.executor import FailoverExecutor, LockTiming
+from drsvc.runtime.liveness import loop_liveness
 from drsvc.topology.models import Application, Topology
 from failover import naming
 from failover.dr_decision import (
@@ -55,6 +56,7 @@ from failover.dr_decision import (
     stood_down,
 )
 from failover.failover_plan import FailoverRecord, FailoverRequest
+from failover.requester import RequestedBy, RequesterKind
 
 __all__ = ["DrController"]
 
@@ -162,6 +164,8 @@ class DrController:
                     self._follow()
                 except DrsvcError as err:
                     log.warning("controller %s: %s; trying again", self.replica, err)
+                # /healthz: the loop turns (a cycle that hangs stops the ticks)
+                loop_liveness().tick("controller", stale_after_s=max(120.0, 10 * self.interval_s))
                 # One cycle per interval: a cycle that waited for a dead cluster's probe took
                 # part of it already.
                 stop.wait(max(0.05, self.interval_s - (self._clock() - started)))
@@ -320,7 +324,13 @@ class DrController:
         epoch = executor.active(app).epoch
         # Forced: unplanned, as decided from every vantage point (the executor need not probe
         # the dead cluster again).
-        request = FailoverRequest(app.name, decision.to, True, f"auto-{app.name}-e{epoch}")
+        request = FailoverRequest(
+            app.name,
+            decision.to,
+            True,
+            f"auto-{app.name}-e{epoch}",
+            requested_by=RequestedBy.of(RequesterKind.CONTROLLER, self.replica),
+        )
         return self._ended(executor.start(request))
 
     def _resume(

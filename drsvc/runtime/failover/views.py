@@ -13,8 +13,12 @@ from typing import Any
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.translation.group_translation import iso_time
 from failover.failover_plan import FailoverPlan, FailoverRecord, GroupTarget
-from failover.failover_record import group_target_fields, record_fields, recovery_fields
-from failover.recovery_point import rpo_records
+from failover.failover_record import (
+    group_target_fields,
+    record_fields,
+    recovery_fields,
+    recovery_point,
+)
 from failover.stale_epochs import StaleEntry
 
 __all__ = ["app_document", "plan_document", "record_document", "recovery_document"]
@@ -30,7 +34,7 @@ def record_document(
     ended = record.events[-1].at_ms if record.finished and record.events else None
     duration = (ended or int(time.time() * 1000)) - record.created_ms
     ranges = record.unreplicated
-    lost, exact = rpo_records(ranges)
+    lost, exact, measured = recovery_point(record)
     return {
         "id": fields["id"],
         "app": fields["app"],
@@ -39,6 +43,7 @@ def record_document(
         "kind": fields["kind"],
         "state": fields["state"],
         "request_id": fields["request_id"],
+        "requested_by": fields["requested_by"],
         "groups": fields["groups"],
         "cutoffs": fields["cutoffs"],
         "unreplicated": [
@@ -54,6 +59,7 @@ def record_document(
         ],
         "rpo_records": lost,
         "rpo_exact": exact,
+        "rpo_measured_by": measured,
         "events": [
             {
                 "step": e["step"],

@@ -13,6 +13,7 @@ from drsvc.kafka.clients import KafkaClients
 from drsvc.kafka.clock import Clock
 from drsvc.runtime.heartbeats.emitter import EmitterSettings, HeartbeatEmitter
 from drsvc.runtime.heartbeats.observer import FreshnessKey, HeartbeatObserver, ObserverSettings
+from drsvc.runtime.liveness import loop_liveness
 from drsvc.topology.models import Topology
 from failover.heartbeats import Freshness, FreshnessState
 
@@ -133,6 +134,7 @@ class HeartbeatRunner:
         self.start()
         try:
             while not stop.wait(min(0.5, self.interval_s)):
+                loop_liveness().tick("heartbeats")
                 self.transitions.update(self.observer.freshness(), self._clock.monotonic())
         finally:
             self.stop()

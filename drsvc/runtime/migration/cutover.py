@@ -24,6 +24,7 @@ from drsvc.runtime.migration.store import MigrationStore
 from drsvc.topology.models import Migration
 from failover.failover_plan import FailoverRecord, FailoverRequest
 from failover.migration_cutover import PartitionCatchUp, cutover_refusals
+from failover.requester import UNKNOWN_REQUESTER, RequestedBy
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ def cutover(
     *,
     wait_s: float = 10.0,
     dry_run: bool = False,
+    requested_by: RequestedBy = UNKNOWN_REQUESTER,
 ) -> tuple[CutoverCheck, dict[str, Any]]:
     """Check, then run (or, ``dry_run``, only plan) the planned failover of ``app_name`` to the
     target. Returns the check and the failover's record (or plan) as a document; raises
@@ -94,7 +96,7 @@ def cutover(
         raise RefusedError(
             f"cutover of {app_name} to {migration.target} refused: " + "; ".join(check.refusals)
         )
-    request = FailoverRequest(app_name, migration.target, False, None)
+    request = FailoverRequest(app_name, migration.target, False, None, requested_by=requested_by)
     if dry_run:
         plan, targets, note = executor.preview(request)
         return check, plan_document(plan, targets, note)

@@ -280,6 +280,8 @@ class ReplicationEngine:
             if not delivery.reading():
                 delivery.idle(s.poll_timeout_s)
                 self._drain()
+                if on_cycle is not None:
+                    on_cycle(self)  # a loop with nothing to read still turns (liveness)
                 continue
             messages = self._next_batch()
             # Rebalance callbacks run inside consume: their lanes change before the copy.

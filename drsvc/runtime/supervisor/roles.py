@@ -10,7 +10,8 @@ serves ``/metrics`` on its own port).
 
 Which kinds run by default (:func:`default_role_kinds`): the replication workers, heartbeats and
 checkpoints always; the controller only when an application of the topology opted into automated
-failover (``auto_failover: true``), since it would only ever hold otherwise; the API only when
+failover (``auto_failover: true``), since it would only ever hold otherwise; the ACL sync
+(``drsvc acls sync``, every 10 minutes) when a flow sets ``sync_acls``; the API only when
 ``--roles`` names it, because it takes a fixed port and failover requests over HTTP, which an
 operator should decide to offer.
 """
@@ -32,7 +33,10 @@ HEARTBEATS = "heartbeats"
 CHECKPOINTS = "checkpoints"
 CONTROLLER = "controller"
 API = "api"
-ROLE_KINDS = (REPLICATE, HEARTBEATS, CHECKPOINTS, CONTROLLER, API)
+ACL_SYNC = "acl-sync"
+ROLE_KINDS = (REPLICATE, HEARTBEATS, CHECKPOINTS, CONTROLLER, API, ACL_SYNC)
+#: how often the acl-sync role mirrors the sources' ACLs (MirrorMaker 2's default interval)
+ACL_SYNC_INTERVAL_S = 600
 
 
 def drsvc_command() -> tuple[str, ...]:
@@ -71,6 +75,8 @@ def default_role_kinds(topology: Topology) -> tuple[str, ...]:
     kinds = [REPLICATE, HEARTBEATS, CHECKPOINTS]
     if any(app.auto_failover for app in topology.applications):
         kinds.append(CONTROLLER)
+    if any(flow.sync_acls for flow in topology.flows):
+        kinds.append(ACL_SYNC)
     return tuple(kinds)
 
 
@@ -157,6 +163,28 @@ def plan_roles(
                 kind=CONTROLLER,
                 command=(*base, CONTROLLER, *shared),
                 variables=role_variables(topology, topology_file, CONTROLLER),
+            )
+        )
+    if ACL_SYNC in kinds:
+        if not any(flow.sync_acls for flow in topology.flows):
+            raise ConfigError(
+                f"--roles {ACL_SYNC}: no flow of topology {topology_file} sets sync_acls, so the"
+                " role would have nothing to mirror"
+            )
+        roles.append(
+            RoleSpec(
+                name=ACL_SYNC,
+                kind=ACL_SYNC,
+                command=(
+                    *base,
+                    "acls",
+                    "sync",
+                    *shared,
+                    "--interval-s",
+                    str(ACL_SYNC_INTERVAL_S),
+                ),
+                metrics=False,  # one pass every few minutes: its log says what it did
+                variables=role_variables(topology, topology_file, ACL_SYNC),
             )
         )
     if API in kinds:

@@ -282,3 +282,25 @@ def test_tls_files_over_plain_http_are_warned_about(caplog: pytest.LogCaptureFix
 def test_a_certificate_without_its_key_is_refused() -> None:
     with pytest.raises(ConfigError, match="go together"):
         ConsulAccess(cert_file=Path("/c.crt"))
+
+
+def test_a_commands_topology_block_is_the_default_of_clients_built_from_an_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients built deep in the runtime from an address alone still use the topology's TLS
+    files and the command's role's token; Consul's own variables still win."""
+    for name in ("CONSUL_HTTP_TOKEN", "CONSUL_HTTP_TOKEN_FILE", "CONSUL_CACERT"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "executor.token").write_text(SECRET)
+    block = ConsulConfig(
+        address="https://consul.example:8501",
+        tls=ConsulTlsConfig(ca_file=tmp_path / "ca.pem"),
+        tokens={"executor": ConsulTokenRef(token_file=tmp_path / "executor.token")},
+    )
+    assert ConsulAccess.from_env().token is None
+    consul_access.use_topology_consul(block, "executor")
+    access = ConsulAccess.from_env(address="consul.example:8501")
+    assert access.token is not None and access.token.read() == SECRET
+    assert access.ca_file == tmp_path / "ca.pem" and access.scheme == "https"
+    monkeypatch.setenv("CONSUL_HTTP_TOKEN", "from-the-environment")
+    assert origin(ConsulAccess.from_env()) == "CONSUL_HTTP_TOKEN"

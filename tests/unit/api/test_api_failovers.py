@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +20,10 @@ from drsvc.api.auth import ApiAuth
 from drsvc.api.service import ApiService
 from drsvc.runtime.failover.executor import FailoverExecutor
 from failover.active import decode_active
-from failover.naming import app_active_key, failovers_prefix
+from failover.failover_record import encode_record
+from failover.naming import app_active_key, failover_record_key, failovers_prefix
+from failover.recovery_point import UnreplicatedRange
+from failover.site_recovery import DivergentRange, RecoveryPolicy, SiteRecovery
 
 TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -131,3 +135,49 @@ def test_a_planned_failover_whose_cluster_does_not_answer_is_refused_not_downgra
     forced = world.post("/v1/apps/orders/failover", {"to": "west", "force": True})
     assert forced.status_code == 202, forced.text
     assert forced.json()["kind"] == "unplanned"
+
+
+def test_every_failover_answer_says_which_token_asked_never_the_secret(world: World) -> None:
+    started = world.post("/v1/apps/orders/failover", {"to": "west", "request_id": "r-9"})
+    assert started.status_code == 202, started.text
+    by = {"kind": "api", "name": "default", "role": "operator"}
+    assert started.json()["requested_by"] == by
+    shown = world.api.get(f"/v1/failovers/{started.json()['id']}")
+    assert shown.json()["requested_by"] == by
+    assert [f["requested_by"] for f in world.api.get("/v1/failovers").json()] == [by]
+    assert TOKEN not in shown.text and TOKEN not in started.text
+
+
+def test_the_lost_count_is_the_recovery_s_once_the_returned_site_was_recovered(
+    world: World,
+) -> None:
+    """An unplanned failover away from a dead cluster first knows only that some records may
+    not have crossed (a lower bound, not exact); the recovery of the returned site counts
+    them, and from then on the answer is that exact number."""
+    world.clusters.down.add("east")
+    started = world.post("/v1/apps/orders/failover", {"to": "west", "force": True})
+    assert started.status_code == 202, started.text
+    failover_id = started.json()["id"]
+    key = failover_record_key(NS, failover_id)
+    # the switch saw what crossed, never the dead cluster's end: an open range
+    record = replace(
+        world.executor().record(failover_id),
+        unreplicated=(UnreplicatedRange("orders", 0, 40, None),),
+    )
+    world.store.put(key, encode_record(record))
+    before = world.api.get(f"/v1/failovers/{failover_id}").json()
+    assert (before["kind"], before["rpo_exact"], before["rpo_measured_by"]) == (
+        "unplanned",
+        False,
+        "switch",
+    )
+    recovery = SiteRecovery(
+        RecoveryPolicy.QUARANTINE, "east", 5_000, (DivergentRange("orders", 0, 40, 41),)
+    )
+    world.store.put(key, encode_record(replace(record, recovery=recovery)))
+    after = world.api.get(f"/v1/failovers/{failover_id}").json()
+    assert (after["rpo_records"], after["rpo_exact"], after["rpo_measured_by"]) == (
+        1,
+        True,
+        "recovery",
+    )

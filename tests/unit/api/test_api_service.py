@@ -27,6 +27,7 @@ from failover.failover_plan import (
     FailoverRequest,
     GroupTarget,
 )
+from failover.requester import RequestedBy, RequesterKind
 
 TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -131,6 +132,10 @@ def test_the_epoch_of_a_dry_run_is_read_before_its_plan(
     assert executor.epoch == 5
 
 
+#: the single token of ApiAuth.of: the operator "default"
+BY_DEFAULT = RequestedBy(RequesterKind.API, "default", "operator")
+
+
 def test_the_preconditions_reach_the_executor(api: TestClient, executor: FakeExecutor) -> None:
     body = {"to": "west", "expect_kind": "planned", "expect_epoch": 4, "request_id": "r-1"}
     answer = api.post("/v1/apps/orders/failover", json=body, headers=AUTH)
@@ -142,8 +147,8 @@ def test_the_preconditions_reach_the_executor(api: TestClient, executor: FakeExe
     )
     assert back.status_code == 202, back.text
     assert executor.started == [
-        FailoverRequest("orders", "west", False, "r-1", FailoverKind.PLANNED, 4),
-        FailoverRequest("orders", "east", False, None, FailoverKind.UNPLANNED, 0),
+        FailoverRequest("orders", "west", False, "r-1", FailoverKind.PLANNED, 4, BY_DEFAULT),
+        FailoverRequest("orders", "east", False, None, FailoverKind.UNPLANNED, 0, BY_DEFAULT),
     ]
 
 

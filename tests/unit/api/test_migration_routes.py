@@ -11,6 +11,7 @@ from drsvc.api.auth import ApiAuth
 from drsvc.api.events import EventLog
 from drsvc.api.problems import ApiProblem
 from drsvc.errors import RefusedError
+from failover.requester import RequestedBy, RequesterKind
 
 TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -19,6 +20,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 class FakeMigrations:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.requesters: list[RequestedBy] = []
 
     def _known(self, name: str) -> None:
         if name != "to-west":
@@ -41,10 +43,11 @@ class FakeMigrations:
         return {"migration": name, "created": ["t"]}
 
     def cutover(
-        self, name: str, app: str, dry_run: bool, wait_s: float
+        self, name: str, app: str, dry_run: bool, wait_s: float, requested_by: RequestedBy
     ) -> tuple[int, dict[str, Any]]:
         self._known(name)
         self.calls.append(("cutover", app, dry_run, wait_s))
+        self.requesters.append(requested_by)
         if app == "lagging":
             raise RefusedError("cutover of lagging to west refused: the copy lags: 3 record(s)")
         return (200, {"dry_run": True}) if dry_run else (202, {"id": "f-9", "state": "running"})
@@ -124,3 +127,7 @@ def test_start_cutover_finish_verify() -> None:
         ("cutover", "lagging", False, 10.0),
         ("finish", False),
     ]
+    # the cut-over's failover record says which token asked for it
+    assert set(service.migrations.requesters) == {
+        RequestedBy(RequesterKind.API, "default", "operator")
+    }

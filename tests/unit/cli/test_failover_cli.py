@@ -24,8 +24,12 @@ from failover.failover_plan import (
     FailoverRequest,
     FailoverState,
 )
+from failover.requester import RequestedBy, RequesterKind
 
 NS = "shop"
+#: the operating-system user the tests run the CLI as
+USER = "alice"
+BY_USER = RequestedBy(RequesterKind.CLI, USER)
 
 TOPOLOGY = east_west_document(NS, *orders_and_payments())
 
@@ -46,7 +50,8 @@ class SpyExecutor(FailoverExecutor):
     def start(self, request: FailoverRequest, on_created: Any = None) -> FailoverRecord:
         self.started.append(request)
         kind = FailoverKind.UNPLANNED if request.force else FailoverKind.PLANNED
-        plan = FailoverPlan("f-1", request.app, "east", request.to, kind, steps=())
+        by = request.requested_by
+        plan = FailoverPlan("f-1", request.app, "east", request.to, kind, (), requested_by=by)
         return FailoverRecord(plan, state=FailoverState.COMPLETED)
 
 
@@ -60,6 +65,7 @@ def executor(monkeypatch: pytest.MonkeyPatch) -> SpyExecutor:
         return spy
 
     monkeypatch.setattr(failover_cli, "build_executor", build)
+    monkeypatch.setattr(failover_cli, "os_user", lambda: USER)
     spy.built = built  # type: ignore[attr-defined]
     return spy
 
@@ -125,8 +131,30 @@ def test_the_dry_run_answers_what_to_send_back_and_the_failover_takes_it(
     )
     assert code == 0
     assert executor.started == [
-        FailoverRequest("orders", "west", expect_kind=FailoverKind.PLANNED, expect_epoch=0)
+        FailoverRequest(
+            "orders",
+            "west",
+            expect_kind=FailoverKind.PLANNED,
+            expect_epoch=0,
+            requested_by=BY_USER,
+        )
     ]
+
+
+def test_the_record_says_which_user_asked(
+    executor: SpyExecutor, topology_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run("failover", "-t", str(topology_file), "--app", "orders", "--to", "west") == 0
+    assert "requested by cli:alice" in capsys.readouterr().out
+    base = ("-t", str(topology_file), "--app", "orders", "--to", "west")
+    assert _run("failover", *base, "--json") == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["requested_by"] == {"kind": "cli", "name": USER, "role": None}
+
+
+def test_a_user_name_that_does_not_fit_is_kept_as_unknown() -> None:
+    assert RequestedBy.of(RequesterKind.CLI, "DOMAIN\\some one").name == ""
+    assert RequestedBy.of(RequesterKind.CLI, None).describe() == "cli:?"
 
 
 def test_a_failback_takes_the_preconditions_too(executor: SpyExecutor, topology_file: Path) -> None:
@@ -136,7 +164,14 @@ def test_a_failback_takes_the_preconditions_too(executor: SpyExecutor, topology_
     )  # fmt: skip
     assert code == 0
     assert executor.started == [
-        FailoverRequest("orders", "west", True, expect_kind=FailoverKind.UNPLANNED, expect_epoch=3)
+        FailoverRequest(
+            "orders",
+            "west",
+            True,
+            expect_kind=FailoverKind.UNPLANNED,
+            expect_epoch=3,
+            requested_by=BY_USER,
+        )
     ]
 
 

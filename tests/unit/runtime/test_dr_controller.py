@@ -160,6 +160,7 @@ def test_only_the_leader_acts_and_one_outage_is_one_request(clock: FakeClock) ->
     assert [(r.app, r.to, r.request_id) for r in executor.started] == [
         ("orders", "west", "auto-orders-e4")
     ]
+    assert executor.started[0].requested_by.describe() == f"controller:{leader.replica}"
     assert leader.decisions.counts[("orders", "failover")] == 1
 
 

@@ -168,7 +168,9 @@ def test_the_controller_runs_by_default_only_for_an_opted_in_application(
 
 
 def test_every_kind_can_be_asked_for() -> None:
-    assert set(ROLE_KINDS) == {"replicate", "heartbeats", "checkpoints", "controller", "api"}
+    assert set(ROLE_KINDS) == {
+        "replicate", "heartbeats", "checkpoints", "controller", "api", "acl-sync",
+    }  # fmt: skip
     assert parse_role_kinds(",".join(ROLE_KINDS)) == ROLE_KINDS
 
 
@@ -202,13 +204,34 @@ def test_a_controller_asked_for_runs_even_without_an_opted_in_application() -> N
     assert [r.name for r in roles] == ["controller"]
 
 
+def _synced(topology: Topology) -> Topology:
+    """``topology`` with ACL sync on for the flow east->west."""
+    flows = [
+        flow.model_copy(update={"sync_acls": flow.id == "east->west"}) for flow in topology.flows
+    ]
+    return topology.model_copy(update={"flows": flows})
+
+
 def test_every_kind_in_start_order() -> None:
-    roles = plan(ROLE_KINDS[::-1], topology=with_applications(True))
+    roles = plan(ROLE_KINDS[::-1], topology=_synced(with_applications(True)))
     assert [r.name for r in roles] == [
         "replicate.east-to-west.1",
         "replicate.west-to-east.1",
         "heartbeats",
         "checkpoints",
         "controller",
+        "acl-sync",
         "api",
     ]
+
+
+def test_acl_sync_runs_by_default_only_when_a_flow_asks_for_it() -> None:
+    assert "acl-sync" not in default_role_kinds(load_topology_text(TOPOLOGY))
+    synced = _synced(load_topology_text(TOPOLOGY))
+    assert default_role_kinds(synced)[-1] == "acl-sync"
+    (acl_sync,) = [r for r in plan(topology=synced) if r.kind == "acl-sync"]
+    # drsvc acls sync has no metrics port; one pass every 10 minutes, as MirrorMaker 2 does
+    assert not acl_sync.metrics
+    assert acl_sync.argv(4321) == [*DRSVC, "acls", "sync", *SHARED, "--interval-s", "600"]
+    with pytest.raises(ConfigError, match=r"no flow of topology .* sets sync_acls"):
+        plan(("acl-sync",))
