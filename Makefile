@@ -11,7 +11,7 @@ PYTEST_TIMEOUT ?= 300
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
-.PHONY: setup demo test lint unit integration down clean
+.PHONY: setup demo test lint unit integration test-secured chaos-secured down clean
 
 setup:
 	bash deploy/install.sh
@@ -41,6 +41,20 @@ unit:
 
 integration:
 	$(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) tests/integration
+
+# The integration tests on secured clusters (SASL_SSL, ACLs, secured Consul): every file named
+# so, those that exist, and drsvc verify's secured case (make test runs them too).
+SECURED_TESTS := $(wildcard tests/integration/test_secured_*.py tests/integration/test_chaos_secured.py \
+	tests/integration/test_acl_sync.py tests/integration/test_secret_hygiene.py) \
+	tests/integration/test_verify.py::test_verify_reads_a_secured_cluster_as_the_verifier
+
+test-secured: setup
+	DRSVC_START_TIMEOUT_S=$(TEST_START_TIMEOUT_S) $(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) --durations=10 $(SECURED_TESTS)
+
+# The whole chaos suite on secured clusters (not in CI, which runs one secured scenario): its
+# own environment in .drsvc/chaos-secured-env, reports under .drsvc/chaos/<time>.
+chaos-secured: setup
+	DRSVC_START_TIMEOUT_S=$(TEST_START_TIMEOUT_S) $(VENV)/bin/drsvc chaos suite --secure
 
 # the demo's environment lives in .drsvc/demo, the development one in .drsvc
 down:

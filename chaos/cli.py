@@ -21,16 +21,28 @@ from chaos.suite import run_many
 
 DEFAULT_OUT = Path(".drsvc") / "chaos"
 DEFAULT_STATE = Path(".drsvc") / "chaos-env"
+#: the secured environment lives apart, so neither run refuses the other's
+DEFAULT_SECURE_STATE = Path(".drsvc") / "chaos-secured-env"
 
 OutOption = Annotated[
     Path | None,
     typer.Option("--out", help="Where reports and histories go (default .drsvc/chaos/<time>)."),
 ]
 StateOption = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--state-dir",
-        help="The local environment of the run (started fresh, stopped at the end).",
+        help="The local environment of the run (started fresh, stopped at the end; default "
+        f"{DEFAULT_STATE}, with --secure {DEFAULT_SECURE_STATE}).",
+        show_default=False,
+    ),
+]
+SecureOption = Annotated[
+    bool,
+    typer.Option(
+        "--secure",
+        help="On secured clusters (SASL_SSL, ACLs): every role under its own principal with "
+        "only its grants, the workload as the application's, Spark as the verifier.",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -51,6 +63,12 @@ def _progress(message: str) -> None:
 
 def _out(out: Path | None) -> Path:
     return out or DEFAULT_OUT / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _state(state_dir: Path | None, secure: bool) -> Path:
+    if state_dir is not None:
+        return state_dir
+    return DEFAULT_SECURE_STATE if secure else DEFAULT_STATE
 
 
 def build_app() -> typer.Typer:
@@ -86,9 +104,10 @@ def build_app() -> typer.Typer:
         seed: SeedOption = 14,
         as_json: JsonOption = False,
         out: OutOption = None,
-        state_dir: StateOption = DEFAULT_STATE,
+        state_dir: StateOption = None,
         master: MasterOption = "local[2]",
         keep_environment: KeepOption = False,
+        secure: SecureOption = False,
     ) -> None:
         try:
             scenario = find(name)
@@ -96,7 +115,14 @@ def build_app() -> typer.Typer:
             typer.echo(f"drsvc chaos: {err.args[0]}", err=True)
             raise typer.Exit(2) from err
         summary = run_many(
-            [scenario], seed, state_dir, _out(out), _progress, master, keep_environment
+            [scenario],
+            seed,
+            _state(state_dir, secure),
+            _out(out),
+            _progress,
+            master,
+            keep_environment,
+            secure,
         )
         if summary["skipped"]:
             typer.echo(f"drsvc chaos: {name} {summary['skipped'][0]['reason']}", err=True)
@@ -112,13 +138,21 @@ def build_app() -> typer.Typer:
         seed: SeedOption = 14,
         as_json: JsonOption = False,
         out: OutOption = None,
-        state_dir: StateOption = DEFAULT_STATE,
+        state_dir: StateOption = None,
         master: MasterOption = "local[2]",
         keep_environment: KeepOption = False,
+        secure: SecureOption = False,
     ) -> None:
         target = _out(out)
         summary = run_many(
-            suite(short), seed, state_dir, target, _progress, master, keep_environment
+            suite(short),
+            seed,
+            _state(state_dir, secure),
+            target,
+            _progress,
+            master,
+            keep_environment,
+            secure,
         )
         if as_json:
             typer.echo(json.dumps(summary, indent=2))

@@ -29,6 +29,7 @@ from drsvc.devenv.processes import ProcessHandle, spawn, stop
 from drsvc.devenv.toxiproxy import ToxiproxyClient, missing_proxies
 from drsvc.errors import LocalEnvError
 from drsvc.settings import Settings
+from drsvc.topology.consul import parse_consul_address
 
 HOST = "127.0.0.1"
 #: the name of the latency toxic :meth:`ConsulProxies.delay` adds
@@ -37,14 +38,15 @@ SLOW = "slow-consul"
 
 class ConsulProxies:
     """A Toxiproxy server in ``directory`` with a proxy named after each of ``names`` in front
-    of the Consul agent at ``consul`` (``host:port``). Use as a context manager, or call
+    of the Consul agent at ``consul`` (``host:port``, or a URL of it: a proxy carries the bytes,
+    TLS included, so its users keep the scheme). Use as a context manager, or call
     :meth:`start` and :meth:`close`."""
 
     def __init__(self, directory: Path, consul: str, names: Sequence[str]) -> None:
         if not names or len(set(names)) != len(names):
             raise ValueError(f"proxy names must be given, each once: {list(names)}")
         self.directory = directory
-        self.consul = consul
+        self.consul = parse_consul_address(consul)[1]
         self.names = tuple(names)
         self._ports: dict[str, int] = {}
         self._handle: ProcessHandle | None = None

@@ -31,6 +31,7 @@ from typing import Any, Literal
 from chaos.consul_proxy import ConsulProxies
 from chaos.service import Service
 from chaos.switch_times import ClockStep
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.errors import LocalEnvError
 from drsvc.runtime.failover.views import record_document
@@ -65,6 +66,8 @@ class ControlPlane:
     run_dir: Path
     api_address: str | None = None
     api_token: str | None = None
+    #: how this process reaches a secured Consul (the executor's token); None: by address
+    consul_access: ConsulAccess | None = None
     #: every failover a move started, in order
     failover_ids: list[str] = field(default_factory=list)
     clock_steps: list[ClockStep] = field(default_factory=list)
@@ -84,7 +87,7 @@ class ControlPlane:
         """A client of the agent for the calling thread (one HTTP session per thread)."""
         found: ConsulCoordinator | None = getattr(self._local, "coordinator", None)
         if found is None:
-            found = ConsulCoordinator(self.consul)
+            found = ConsulCoordinator(self.consul, access=self.consul_access)
             self._local.coordinator = found
         return found
 

@@ -19,6 +19,15 @@ from typing import Any
 import yaml
 
 from chaos import rules
+from chaos.access import (
+    TOPOLOGY_ROLES,
+    TopologyRole,
+    grant_roles,
+    principal_of,
+    role_topology,
+    split_run_roles,
+    workload_grants,
+)
 from chaos.consul_proxy import ConsulProxies
 from chaos.control_plane import CLIENTS_PROXY, EXECUTOR_PROXY, ControlPlane
 from chaos.lease_overlap import LeaseSample, overlaps
@@ -29,18 +38,21 @@ from chaos.nemesis.sites import LoseSite
 from chaos.report.html import write_report
 from chaos.scenarios import Scenario
 from chaos.schedule import events
-from chaos.service import ROLES, Service, retrying, wait
+from chaos.service import ROLES, RunPart, Service, retrying, wait
 from chaos.switch_times import real_times
 from chaos.verification import verify
 from chaos.workload import ConsumerSpec, ProducerSpec, Shape, Workload
 from chaos.workload.following import FollowingConsumer, FollowingProducer
 from chaos.workload.lease_probe import LeaseProbe
 from chaos.world import World
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.devenv.ports import allocate_ports
 from drsvc.errors import LocalEnvError
+from drsvc.kafka.acls import create_acls
 from drsvc.kafka.admin import admin_client, create_topic
+from drsvc.runtime.access.grants import kafka_grants
 from drsvc.runtime.checkpoints.checkpoint_topic import read_checkpoints
 from drsvc.runtime.checkpoints.plan import plan_checkpoints
 from drsvc.runtime.failover.views import record_document
@@ -48,12 +60,15 @@ from drsvc.runtime.status.flow_status import read_status
 from drsvc.topology.loader import load_topology
 from drsvc.topology.models import Topology
 from drsvc.verify import histories
+from drsvc.verify.kafka_options import cluster_read_options
 from drsvc.verify.switches import switch_row
 from failover.active import ActiveDocument
 from failover.failover_record import decode_record
 from failover.naming import app_active_key, failovers_prefix
 
 APP = "app"
+#: where drsvc's processes run (and the Consul agent they use)
+SERVICE_SITE = "west"
 PARTITIONS = 3
 LEASE_S = 3.0
 SHAPE = Shape(value_size_median=64, value_size_max=1024)
@@ -178,7 +193,7 @@ class ScenarioRun:
         self.problems: list[str] = []
         self.say = world.progress
         self.bootstrap = dict(world.info.clusters)
-        self.consul = world.consul("west")
+        self.consul = world.consul(SERVICE_SITE)
         self.topics = (f"{self.tag}-orders", f"{self.tag}-payments")
         self.fault_ms: int | None = None
         self.to_cluster: str | None = None
@@ -190,6 +205,8 @@ class ScenarioRun:
         self.api_token: str | None = None
         #: the workload's counts, for the report
         self.stats: dict[str, Any] = {}
+        #: each role's topology (on clusters not secured, the one topology of every role)
+        self.topologies: dict[TopologyRole, Path] = {}
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -197,20 +214,53 @@ class ScenarioRun:
         if self.dir.exists():
             shutil.rmtree(self.dir)
         self.history.mkdir(parents=True)
-        for bootstrap in self.bootstrap.values():
-            admin = admin_client(bootstrap)
+        for alias in self.bootstrap:
+            admin = admin_client(*self.world.admin(alias))
             for topic in self.topics:
                 create_topic(admin, topic, partitions=PARTITIONS)
-        path = self.dir / "topology.yaml"
         # drsvc runs at site west: it reaches east through the link between them (when the
         # environment has links), so a partition cuts its workers off from east.
         service_view = self.world.service_bootstrap("west")
-        path.write_text(yaml.safe_dump(_topology_document(self.tag, self.scenario, service_view)))
-        ConsulClient(self.consul).kv_put(
+        document = _topology_document(self.tag, self.scenario, service_view)
+        self.topologies = self._write_topologies(document)
+        if self.world.secure:
+            self._grant(load_topology(self.topologies["executor"]))
+        ConsulClient(self.consul, access=self._consul_access("executor")).kv_put(
             app_active_key(self.tag, APP),
             ActiveDocument("east", lease_ms=int(LEASE_S * 1000)).encode(),
         )
-        return path
+        return self.topologies["executor"]
+
+    def _consul_access(self, role: TopologyRole) -> ConsulAccess | None:
+        """How this process reaches Consul as ``role`` (None: by address alone)."""
+        return self.world.consul_access(role, SERVICE_SITE)
+
+    def _write_topologies(self, document: dict[str, Any]) -> dict[TopologyRole, Path]:
+        """One topology for every role, or on secured clusters one per role, naming the role's
+        principal and its Consul access."""
+        if not self.world.secure:
+            path = self.dir / "topology.yaml"
+            path.write_text(yaml.safe_dump(document))
+            return dict.fromkeys(TOPOLOGY_ROLES, path)
+        paths: dict[TopologyRole, Path] = {}
+        for role in TOPOLOGY_ROLES:
+            rendered = role_topology(
+                document,
+                self.world.security(principal_of(role, APP)),
+                self.world.consul_block(role, SERVICE_SITE),
+            )
+            paths[role] = self.dir / f"topology-{role}.yaml"
+            paths[role].write_text(yaml.safe_dump(rendered))
+        return paths
+
+    def _grant(self, topology: Topology) -> None:
+        """Each role's ACLs on each cluster, as ``drsvc acls plan`` prints them, and the
+        workload's (it runs as the application's principal)."""
+        workload = workload_grants(principal_of("application", APP), f"{self.tag}-")
+        for alias in self.bootstrap:
+            grants = [g for role in grant_roles() for g in kafka_grants(topology, role, alias)]
+            admin = admin_client(*self.world.admin(alias))
+            create_acls(admin, [*grants, *workload], cluster=alias)
 
     def workload(self) -> Workload:
         rate = self.scenario.rate_per_s
@@ -236,6 +286,10 @@ class ScenarioRun:
             ],
             shape=SHAPE,
             seed=self.seed,
+            settings={
+                alias: self.world.client_settings(principal_of("application", APP))
+                for alias in self.bootstrap
+            },
         )
 
     # -- the run ---------------------------------------------------------------------------
@@ -253,6 +307,8 @@ class ScenarioRun:
             self.history,
             links=self.world.links,
             extra={"topics": {"0": self.topics[0], "1": self.topics[1]}},
+            other_run_dirs=service.run_dirs[1:],
+            admin={alias: self.world.admin(alias) for alias in self.bootstrap},
         )
         sampler = LagSampler(topology, self.bootstrap)
         try:
@@ -389,17 +445,35 @@ class ScenarioRun:
             # The executor's lock renewals are as slow as its other requests while the fault
             # lasts: a longer session TTL keeps one slow renewal from costing it the lock.
             env["DRSVC_FAILOVER_LOCK_TTL_S"] = "30"
-        if not needs_api:
-            return Service(topology_path, self.dir / "service", self.consul, env=env)
-        (port,) = allocate_ports("127.0.0.1", 1)
-        self.api_address = f"127.0.0.1:{port}"
-        self.api_token = secrets.token_hex(16)
+        roles = ROLES
+        if needs_api:
+            (port,) = allocate_ports("127.0.0.1", 1)
+            self.api_address = f"127.0.0.1:{port}"
+            self.api_token = secrets.token_hex(16)
+            roles = f"{ROLES},api"
+            env = {**env, "DRSVC_API_PORT": str(port), "DRSVC_API_TOKEN": self.api_token}
+        if not self.world.secure:
+            return Service(topology_path, self.dir / "service", self.consul, roles, env)
+        # Each principal's roles in a drsvc run of their own, the executor's first: the CLI
+        # commands of the drill and the moves run as the executor.
+        split = split_run_roles(roles)
+        parts = [
+            RunPart(
+                self.topologies[role],
+                self.dir / f"service-{role}",
+                held,
+                {**env, **self.world.consul_environment(role, SERVICE_SITE)},
+            )
+            for role, held in split.items()
+            if role != "executor"
+        ]
         return Service(
-            topology_path,
+            self.topologies["executor"],
             self.dir / "service",
             self.consul,
-            roles=f"{ROLES},api",
-            env={**env, "DRSVC_API_PORT": str(port), "DRSVC_API_TOKEN": self.api_token},
+            split["executor"],
+            {**env, **self.world.consul_environment("executor", SERVICE_SITE)},
+            parts,
         )
 
     def _moves(
@@ -419,19 +493,21 @@ class ScenarioRun:
         plane = ControlPlane(
             self.tag, APP, topology_path, self.consul, proxies, service, self.dir / "moves",
             api_address=self.api_address, api_token=self.api_token,
+            consul_access=self._consul_access("executor"),
         )  # fmt: skip
         context.extra["control_plane"] = plane
         clients = proxies.address(CLIENTS_PROXY)
         rate = self.scenario.rate_per_s
+        application = self.topologies["application"]
         producer = FollowingProducer(
-            APP, topology_path, self.topics[0], "app", self.history, clients, rate, SHAPE,
+            APP, application, self.topics[0], "app", self.history, clients, rate, SHAPE,
             self.seed,
         )  # fmt: skip
         consumer = FollowingConsumer(
-            APP, topology_path, self.topics[0], f"{self.tag}-app", "m0", self.history, clients
+            APP, application, self.topics[0], f"{self.tag}-app", "m0", self.history, clients
         )
-        probe = LeaseProbe(APP, topology, self.consul)
-        paused = self._paused_producer(topology_path, clients)
+        probe = LeaseProbe(APP, topology, self.consul, self._consul_access("application"))
+        paused = self._paused_producer(application, clients)
         if paused is not None:
             context.extra["paused_producer"] = paused
         consumer.start()
@@ -489,7 +565,7 @@ class ScenarioRun:
     # -- the site-loss drill ---------------------------------------------------------------
 
     def _records(self) -> list[dict[str, Any]]:
-        coordinator = ConsulCoordinator(self.consul)
+        coordinator = ConsulCoordinator(self.consul, access=self._consul_access("executor"))
         return [
             record_document(decode_record(e.value))
             for e in coordinator.list(failovers_prefix(self.tag))
@@ -498,9 +574,10 @@ class ScenarioRun:
     def _drill(
         self, context: ChaosContext, topology: Path, service: Service, sampler: LagSampler
     ) -> None:
+        application = self.topologies["application"]
         producer = FollowingProducer(
             APP,
-            topology,
+            application,
             self.topics[0],
             "app",
             self.history,
@@ -510,7 +587,7 @@ class ScenarioRun:
             self.seed,
         )
         consumer = FollowingConsumer(
-            APP, topology, self.topics[0], f"{self.tag}-app", "m0", self.history, self.consul
+            APP, application, self.topics[0], f"{self.tag}-app", "m0", self.history, self.consul
         )
         consumer.start()
         producer.start()
@@ -539,8 +616,9 @@ class ScenarioRun:
         west (the flow east->west's) with a position there: a checkpoint written before the
         stream followed the flow's offset syncs says "unknown-partition" and places nothing."""
         (stream,) = plan_checkpoints(topology, "east->west").streams
+        bootstrap, settings = self.world.admin("west")
         read = read_checkpoints(
-            {"bootstrap.servers": self.bootstrap["west"]},
+            {"bootstrap.servers": bootstrap, **settings},
             stream.checkpoints_topic,
             cluster="west",
             timeout_s=10,
@@ -657,7 +735,10 @@ class ScenarioRun:
         started = time.monotonic()
         verdict: dict[str, Any] = {}
         partitions: list[dict[str, Any]] = []
+        read_s = 0.0
         try:
+            # Spark reads as the verifier (on clusters not secured, as anyone).
+            verifier = load_topology(self.topologies["verifier"])
             checked = verify(
                 self.world.spark,
                 topology,
@@ -665,8 +746,10 @@ class ScenarioRun:
                 self.history,
                 self.dir,
                 self.scenario.exactly_once,
+                cluster_read_options(verifier, self.bootstrap),
             )
             verdict, partitions = checked.verdict, checked.partitions
+            read_s = checked.read_s
         except Exception as err:
             self.problems.append(f"verify: {err}")
         verify_s = time.monotonic() - started
@@ -704,7 +787,11 @@ class ScenarioRun:
                 "records_and_commits": verdict.get("checks", {}).get("two_active"),
                 "lease_overlaps_s": [round(o.seconds, 3) for o in held_at_once],
             },
-            "timings_s": {"run": round(run_s, 1), "verify": round(verify_s, 1)},
+            "timings_s": {
+                "run": round(run_s, 1),
+                "verify": round(verify_s, 1),
+                "verify_read": round(read_s, 1),
+            },
         }
         write_report(report_path, document, details, faults, lag, partitions)
         (self.dir / "result.json").write_text(

@@ -1,6 +1,11 @@
 """The drsvc service a scenario runs against: ``drsvc run`` with every role but the API (a
 scenario that fails over through the API adds it), as a subprocess with its own state
-directory, and the CLI commands a drill calls."""
+directory, and the CLI commands a drill calls.
+
+On secured clusters each principal's roles run in a ``drsvc run`` of their own, with that
+role's topology (:class:`RunPart`); the first part is the executor's, whose topology, state
+directory and environment the CLI commands use.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +25,19 @@ from drsvc.errors import LocalEnvError
 ROLES = "replicate,heartbeats,checkpoints,controller"
 
 
+@dataclass(frozen=True)
+class RunPart:
+    """One more ``drsvc run``: its roles, under the principal its topology names."""
+
+    topology: Path
+    state_dir: Path
+    roles: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
 class Service:
-    """``drsvc run`` of one scenario's topology; roles log under ``state_dir/run``."""
+    """``drsvc run`` of one scenario's topology; roles log under ``state_dir/run`` (and those of
+    each of ``parts`` under its own state directory)."""
 
     def __init__(
         self,
@@ -29,18 +46,28 @@ class Service:
         consul: str,
         roles: str = ROLES,
         env: Mapping[str, str] | None = None,
+        parts: Sequence[RunPart] = (),
     ) -> None:
         self.topology = topology
         self.state_dir = state_dir
         self.consul = consul
         self.env = dict(env or {})
         self.run_dir = state_dir / "run"
+        #: every ``drsvc run``'s directory of ``roles.json``, this one's first
+        self.run_dirs = (self.run_dir, *(p.state_dir / "run" for p in parts))
         # A suite killed on its timeout must not leave the service copying on its own:
         # start_run ties the service's life to this process.
-        self._run = start_run(
-            topology, state_dir, roles, {**self.env, "DRSVC_CONSUL_HTTP_ADDR": self.consul}
-        )
-        self.proc = self._run.proc
+        consul_env = {"DRSVC_CONSUL_HTTP_ADDR": self.consul}
+        self._runs = [start_run(topology, state_dir, roles, {**self.env, **consul_env})]
+        try:
+            for part in parts:
+                self._runs.append(
+                    start_run(part.topology, part.state_dir, part.roles, {**part.env, **consul_env})
+                )
+        except BaseException:
+            self.stop()
+            raise
+        self.proc = self._runs[0].proc
 
     def environ(self) -> dict[str, str]:
         return {
@@ -51,21 +78,18 @@ class Service:
         }
 
     def check(self) -> None:
-        if self.proc.poll() is not None:
-            raise LocalEnvError(
-                f"drsvc run stopped (exit {self.proc.returncode}); see {self.state_dir}"
-            )
+        for run, run_dir in zip(self._runs, self.run_dirs, strict=True):
+            if run.proc.poll() is not None:
+                raise LocalEnvError(
+                    f"drsvc run stopped (exit {run.proc.returncode}); see {run_dir.parent}"
+                )
 
     def roles_running(self) -> bool:
-        try:
-            document = json.loads((self.run_dir / "roles.json").read_text())
-        except (OSError, ValueError):
-            return False
-        roles = document.get("roles", [])
-        return bool(roles) and all(r.get("state") == "running" for r in roles)
+        return all(_roles_running(run_dir) for run_dir in self.run_dirs)
 
     def stop(self) -> None:
-        self._run.stop()
+        for run in self._runs:
+            run.stop()
 
     def command(self, *args: str, timeout_s: float = 300) -> tuple[int, dict[str, Any], str]:
         """``drsvc <args> -t <topology> --json``: exit code, JSON answer, stderr."""
@@ -92,6 +116,15 @@ class Service:
         except ValueError:
             answer = {"raw": done.stdout}
         return done.returncode, answer, done.stderr
+
+
+def _roles_running(run_dir: Path) -> bool:
+    try:
+        document = json.loads((run_dir / "roles.json").read_text())
+    except (OSError, ValueError):
+        return False
+    roles = document.get("roles", [])
+    return bool(roles) and all(r.get("state") == "running" for r in roles)
 
 
 def wait(predicate: Any, timeout_s: float, what: str, service: Service | None = None) -> None:

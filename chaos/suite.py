@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chaos.access import principal_of
 from chaos.report.html import build_index
-from chaos.runner import run_scenario
+from chaos.runner import APP, run_scenario
 from chaos.scenarios import Scenario
 from chaos.world import Progress, World
 
@@ -27,17 +28,29 @@ def run_many(
     progress: Progress,
     master: str = "local[2]",
     keep_environment: bool = False,
+    secure: bool = False,
 ) -> dict[str, Any]:
     """Run ``scenarios`` in order; scenarios that need links on an environment without them are
-    listed as skipped, never as passed."""
+    listed as skipped, never as passed. ``secure``: on secured clusters, each process under its
+    role's principal (:mod:`chaos.access`)."""
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     _log_to(out_dir / "chaos.log")
-    world = World(state_dir=state_dir, out_dir=out_dir, master=master, progress=progress)
+    world = World(
+        state_dir=state_dir,
+        out_dir=out_dir,
+        master=master,
+        progress=progress,
+        secure=secure,
+        principals=(principal_of("application", APP),),
+    )
     results: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     try:
-        progress("starting the local environment (east, west, Consul per site and a witness)")
+        secured = "secured " if secure else ""
+        progress(
+            f"starting the {secured}local environment (east, west, Consul per site and a witness)"
+        )
         world.up(fresh=not keep_environment)
         for scenario in scenarios:
             if scenario.needs_links and world.links is None:
@@ -67,6 +80,7 @@ def run_many(
         "skipped": skipped,
         "elapsed_s": round(time.monotonic() - started, 1),
         "spark_start_s": round(world.spark_start_s, 1),
+        "secure": secure,
     }
     (out_dir / "verdicts.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out_dir / "index.html").write_text(build_index(results, "drsvc chaos suite"))

@@ -8,6 +8,8 @@ so the verdict and the per-partition counts come from the same records.
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ class Checked:
     verdict: dict[str, Any]
     #: rows {cluster, topic, partition, records, lost, duplicates}
     partitions: list[dict[str, Any]]
+    #: how long reading the clusters took (the rest of the check is Spark's own work)
+    read_s: float = 0.0
 
 
 def verify(
@@ -33,7 +37,10 @@ def verify(
     history_dir: Path,
     scratch: Path,
     exactly_once: bool,
+    kafka_options: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Checked:
+    """``kafka_options``: per cluster, the Spark Kafka source options that read it (its
+    security; see :func:`drsvc.verify.kafka_options.cluster_read_options`)."""
     places = job.plan_places(topology, job.written_topics(spark, history_dir))
     request = job.VerifyRequest(
         history_dir=history_dir,
@@ -43,15 +50,18 @@ def verify(
         separator=topology.flows[0].separator if topology.flows else ".",
         exactly_once=exactly_once,
         sample=10,
+        kafka_options=dict(kafka_options or {}),
     )
     snapshot = scratch / "observed.parquet"
     shutil.rmtree(snapshot, ignore_errors=True)
+    started = time.monotonic()
     job.observe(spark, request).write.parquet(str(snapshot))
+    read_s = time.monotonic() - started
     observed = spark.read.parquet(str(snapshot))
     verdict = job.evaluate(spark, request, observed)
     partitions = _per_partition(spark, request, observed)
     shutil.rmtree(snapshot, ignore_errors=True)
-    return Checked(verdict.as_dict(), partitions)
+    return Checked(verdict.as_dict(), partitions, read_s)
 
 
 def _per_partition(

@@ -9,11 +9,14 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from chaos.access import TopologyRole
 from chaos.nemesis.context import SiteLinks
+from drsvc.adapters.consul_access import ConsulAccess, resolve_consul_access
 from drsvc.devenv.components import load_components
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.errors import LocalEnvError
 from drsvc.settings import Settings
+from drsvc.topology.consul import ConsulRole
 from drsvc.verify.spark import build_session
 
 PAIR = ("east", "west")
@@ -41,6 +44,11 @@ class World:
     #: bring a new environment up with links between its sites (an existing one keeps what it
     #: was created with)
     with_links: bool = True
+    #: secured clusters (SASL_SSL, ACLs that allow nothing by default); an existing environment
+    #: brought up otherwise is refused, never changed
+    secure: bool = False
+    #: principals the environment must know besides drsvc's roles (the workload's application)
+    principals: tuple[str, ...] = ()
     env: LocalEnvironment = field(init=False)
     info: EnvironmentInfo = field(init=False)
     links: SiteLinks | None = field(init=False, default=None)
@@ -61,17 +69,55 @@ class World:
             progress=self.progress,
             consul_layout="per-site",
             links=True if new and self.with_links else None,
+            secure=self.secure,
         )
         self.links = links_of(self.env)
+        for principal in self.principals if self.secure else ():
+            self.env.add_principal(principal)
+
+    def admin(self, alias: str) -> tuple[str, dict[str, str]]:
+        """Where and how to administer cluster ``alias`` (create topics and ACLs, read anything):
+        the super user on secured clusters."""
+        if not self.secure:
+            return self.info.clusters[alias], {}
+        return self.env.admin_settings(alias)
+
+    def client_settings(self, principal: str) -> dict[str, str]:
+        """librdkafka security settings of ``principal`` (none on clusters not secured)."""
+        return self.env.client_settings(principal) if self.secure else {}
+
+    def security(self, principal: str) -> dict[str, object] | None:
+        """A topology cluster's security block for ``principal`` (None: not secured)."""
+        return self.env.topology_security(principal) if self.secure else None
+
+    def consul_block(self, role: TopologyRole, site: str) -> dict[str, object] | None:
+        """A topology's Consul block for a process of ``role`` at ``site`` (None: Consul is
+        reached by address alone)."""
+        consul_role = _consul_role(role)
+        return None if consul_role is None else self.env.topology_consul(consul_role, site)
+
+    def consul_environment(self, role: TopologyRole, site: str) -> dict[str, str]:
+        """The variables that let a process of ``role`` at ``site`` reach the environment's
+        Consul (its address, CA and token file; none when Consul is not secured)."""
+        consul_role = _consul_role(role)
+        return {} if consul_role is None else self.env.consul_environment(consul_role, site)
 
     def service_bootstrap(self, site: str) -> dict[str, str]:
         """The clusters as the processes of ``site`` reach them (through the links, if any)."""
         return self.env.clusters_from(site)
 
     def consul(self, site: str) -> str:
-        address = self.info.consul_sites.get(site) or self.info.consul_http_addr
+        """The Consul agent the processes of ``site`` use (an https URL when it is secured)."""
+        secured = self.env.consul_environment("executor", site).get("CONSUL_HTTP_ADDR")
+        address = secured or self.info.consul_sites.get(site) or self.info.consul_http_addr
         assert address is not None
         return address
+
+    def consul_access(self, role: TopologyRole, site: str) -> ConsulAccess | None:
+        """How this process reaches ``site``'s Consul agent as ``role`` (its token) when Consul
+        is secured; None: by address alone."""
+        variables = self.consul_environment(role, site)
+        return resolve_consul_access(variables) if variables else None
 
     @property
     def spark(self) -> SparkSession:
@@ -93,3 +139,8 @@ class World:
             self._spark = None
         if not keep_environment:
             self.env.down()
+
+
+def _consul_role(role: TopologyRole) -> ConsulRole | None:
+    """The role's Consul access (the verifier reads Kafka only)."""
+    return None if role == "verifier" else role

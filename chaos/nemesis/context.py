@@ -31,7 +31,10 @@ class SiteLinks(Protocol):
 
 @dataclass
 class ChaosContext:
-    """One scenario's world. ``run_dir``: where its ``drsvc run`` keeps ``roles.json``."""
+    """One scenario's world. ``run_dir``: where its ``drsvc run`` keeps ``roles.json`` (and
+    ``other_run_dirs`` those of the others, on secured clusters where each principal's roles run
+    apart); ``admin``: per cluster, where and how to administer it (its bootstrap servers and no
+    settings when not given)."""
 
     env: LocalEnvironment
     aliases: tuple[str, ...]
@@ -40,17 +43,25 @@ class ChaosContext:
     history_dir: Path
     links: SiteLinks | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    other_run_dirs: tuple[Path, ...] = ()
+    admin: Mapping[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict)
 
     # -- drsvc run's roles -------------------------------------------------------------------
 
     def roles(self) -> list[dict[str, Any]]:
-        path = self.run_dir / "roles.json"
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return []
-        roles: list[dict[str, Any]] = document.get("roles", [])
+        roles: list[dict[str, Any]] = []
+        for run_dir in (self.run_dir, *self.other_run_dirs):
+            try:
+                document = json.loads((run_dir / "roles.json").read_text())
+            except (OSError, ValueError):
+                continue
+            roles.extend(document.get("roles", []))
         return roles
+
+    def admin_of(self, site: str) -> tuple[str, dict[str, str]]:
+        """The bootstrap servers and client settings that administer cluster ``site``."""
+        bootstrap, settings = self.admin.get(site, (self.bootstrap[site], {}))
+        return bootstrap, dict(settings)
 
     def role_pid(self, name: str) -> int | None:
         for role in self.roles():

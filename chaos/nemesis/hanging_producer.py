@@ -4,7 +4,8 @@ Run as ``python -m chaos.nemesis.hanging_producer BOOTSTRAP TOPIC PRODUCER_ID CO
 by :class:`chaos.nemesis.transactions.HangingTransaction`, which kills it with SIGKILL. It prints
 one JSON line per delivered record (where it landed and what it was), then ``open``, then sleeps:
 the transaction stays open until the broker aborts it after ``TIMEOUT_MS``
-(``transaction.timeout.ms``). Until then ``read_committed`` readers (replication workers among
+(``transaction.timeout.ms``). Client security settings, if any, come as a JSON object in the
+variable :data:`SETTINGS_VARIABLE`. Until then ``read_committed`` readers (replication workers among
 them) cannot read past its first record in each partition it wrote to.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -19,6 +21,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from drsvc.verify.identity import value_prefix
+
+#: the environment variable holding the producer's client security settings (JSON)
+SETTINGS_VARIABLE = "CHAOS_KAFKA_SETTINGS"
 
 
 def main(argv: list[str]) -> None:
@@ -29,6 +34,7 @@ def main(argv: list[str]) -> None:
             "transactional.id": f"chaos-hanging-{producer_id}",
             "transaction.timeout.ms": int(timeout_ms),
             "acks": "all",
+            **json.loads(os.environ.get(SETTINGS_VARIABLE) or "{}"),
         }
     )
     producer.init_transactions(30)

@@ -5,6 +5,7 @@ transaction commits (the target's transaction coordinator frozen for a moment)."
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 
 from chaos.nemesis.base import Nemesis, Timeline
 from chaos.nemesis.context import ChaosContext, signal_group
@@ -89,10 +90,13 @@ def pause_broker(timeline: Timeline, context: ChaosContext, site: str, node_id: 
     return PauseBrokers(timeline, context, site, [node_id], "pause-broker")
 
 
-def transaction_coordinators(bootstrap: str) -> list[int]:
+def transaction_coordinators(
+    bootstrap: str, settings: Mapping[str, str] | None = None
+) -> list[int]:
     """The brokers leading partitions of ``__transaction_state``: the transaction coordinators
     of the cluster (every transactional id hashes to one of those partitions)."""
-    metadata = admin_client(bootstrap).list_topics("__transaction_state", timeout=10)
+    admin = admin_client(bootstrap, dict(settings or {}))
+    metadata = admin.list_topics("__transaction_state", timeout=10)
     topic = metadata.topics.get("__transaction_state")
     if topic is None or topic.error is not None or not topic.partitions:
         raise LocalEnvError("the cluster has no __transaction_state topic yet")
@@ -103,5 +107,5 @@ def slow_commits(timeline: Timeline, context: ChaosContext, site: str) -> Nemesi
     """Commits on ``site`` stall while its transaction coordinator(s) are frozen: exactly-once
     workers' ``commit_transaction`` (and their produce requests to those brokers) wait until
     SIGCONT; nothing is refused, everything is slow."""
-    nodes = transaction_coordinators(context.bootstrap[site])
+    nodes = transaction_coordinators(*context.admin_of(site))
     return PauseBrokers(timeline, context, site, nodes, "slow-commits")

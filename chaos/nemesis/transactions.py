@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from chaos.nemesis.base import Nemesis, Timeline, now_ms
 from chaos.nemesis.context import ChaosContext
+from chaos.nemesis.hanging_producer import SETTINGS_VARIABLE
 from drsvc.errors import LocalEnvError
 from drsvc.kafka.admin import admin_client
 from drsvc.verify.histories import PRODUCED, ProducedRecord, write_rows
@@ -49,7 +51,7 @@ class HangingTransaction(Nemesis):
         self._rows: list[dict[str, Any]] = []
 
     def inject(self) -> str:
-        bootstrap = self.context.bootstrap[self.site]
+        bootstrap, settings = self.context.admin_of(self.site)
         argv = [
             sys.executable,
             "-m",
@@ -60,7 +62,9 @@ class HangingTransaction(Nemesis):
             str(self.records),
             str(self.timeout_ms),
         ]
-        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        # Settings (a password among them) go through the environment, never the command line.
+        env = {**os.environ, SETTINGS_VARIABLE: json.dumps(settings)}
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
         assert self._proc.stdout is not None
         deadline = time.monotonic() + 60
         for line in self._proc.stdout:
@@ -111,7 +115,7 @@ class HangingTransaction(Nemesis):
         last: dict[int, int] = {}
         for row in self._rows:
             last[row["partition"]] = max(last.get(row["partition"], -1), row["offset"])
-        admin = admin_client(self.context.bootstrap[self.site])
+        admin = admin_client(*self.context.admin_of(self.site))
         deadline = started + self.timeout_ms / 1000 + 60
         while time.monotonic() < deadline:
             request = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in last}  # type: ignore[no-untyped-call]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,11 +58,14 @@ class HistoryConsumer:
         bootstrap_servers: str,
         consumed: HistoryTable,
         commits: HistoryTable,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         if consumed.schema is not CONSUMED or commits.schema is not COMMITS:
             raise ValueError("a consumer writes the consumed and commits histories")
         self.spec = spec
         self.bootstrap_servers = bootstrap_servers
+        #: client security settings (the application principal's on secured clusters)
+        self.settings = dict(settings or {})
         self.consumed = consumed
         self.commits = commits
         self.stats = ConsumerStats()
@@ -96,6 +100,7 @@ class HistoryConsumer:
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "logger": client_logger(),
+            **self.settings,
         }
         config.update(self.spec.config)
         return config

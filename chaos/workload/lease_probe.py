@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from chaos.lease_overlap import LeaseSample
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_coordination import ConsulCoordinator
 from drsvc.client import ActiveCluster
 from drsvc.topology.models import Topology
@@ -39,13 +40,21 @@ def read_once(client: ActiveCluster) -> LeaseSample:
 class LeaseProbe:
     """A new client of application ``app`` every ``period_s`` on its own thread."""
 
-    def __init__(self, app: str, topology: Topology, consul: str, period_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        app: str,
+        topology: Topology,
+        consul: str,
+        access: ConsulAccess | None = None,
+        period_s: float = 0.1,
+    ) -> None:
+        """``access``: how to reach a secured Consul (the application's token)."""
         self.app = app
         self.topology = topology
         self.period_s = period_s
         self.samples: list[LeaseSample] = []
         self.errors = 0
-        self._coordinator = ConsulCoordinator(consul)
+        self._coordinator = ConsulCoordinator(consul, access=access)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-probe-{app}", daemon=True)
 

@@ -15,7 +15,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -111,11 +111,14 @@ class SequenceProducer:
         history: HistoryTable,
         shape: Shape | None = None,
         seed: int = 0,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         if history.schema is not PRODUCED:
             raise ValueError("a producer writes the produced history")
         self.spec = spec
         self.bootstrap_servers = bootstrap_servers
+        #: client security settings (the application principal's on secured clusters)
+        self.settings = dict(settings or {})
         self.history = history
         self.stats = ProducerStats()
         self._factory = RecordFactory(spec.producer_id, spec.topics, shape or Shape(), seed)
@@ -156,6 +159,7 @@ class SequenceProducer:
             "linger.ms": 5,
             "client.id": f"chaos-{self.spec.producer_id}",
             "logger": client_logger(),
+            **self.settings,
         }
         if self.spec.transactional:
             config["transactional.id"] = f"chaos-{self.spec.producer_id}"

@@ -58,7 +58,9 @@ class Workload:
         consumers: Sequence[ConsumerSpec] = (),
         shape: Shape | None = None,
         seed: int = 0,
+        settings: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
+        """``settings``: per cluster, the clients' security settings (none when not given)."""
         ids = [p.producer_id for p in producers]
         if len(set(ids)) != len(ids):
             raise ValueError(f"producer ids must be unique: {ids}")
@@ -74,6 +76,7 @@ class Workload:
                 HistoryTable(history_dir, PRODUCED),
                 shape=shape,
                 seed=seed,
+                settings=(settings or {}).get(spec.cluster),
             )
             for spec in producers
         ]
@@ -83,6 +86,7 @@ class Workload:
                 bootstrap[spec.cluster],
                 HistoryTable(history_dir, CONSUMED),
                 HistoryTable(history_dir, COMMITS),
+                settings=(settings or {}).get(spec.cluster),
             )
             for spec in consumers
         ]

@@ -17,6 +17,7 @@ from drsvc.components import load_components
 from drsvc.errors import ConfigError
 from drsvc.settings import Settings
 from drsvc.verify import job
+from drsvc.verify.kafka_options import cluster_read_options
 from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, verification_session
 from drsvc.verify.verdict import CHECKS, Verdict
 
@@ -64,6 +65,9 @@ def register(app: typer.Typer) -> None:
         if not history.is_dir():
             raise ConfigError(f"history directory {history} does not exist")
         topology, bootstrap = load_with_bootstraps(topology_file, state_dir)
+        # Each cluster is read with its own security block (the verifier's principal, say):
+        # refused here, before Spark starts, when Spark's Kafka client cannot be given it.
+        kafka_options = cluster_read_options(topology, bootstrap)
         jars = load_components(Settings.from_env().cache_dir).spark_kafka.jars
         started = time.monotonic()
         with verification_session(
@@ -84,6 +88,7 @@ def register(app: typer.Typer) -> None:
                 exactly_once=exactly_once,
                 sample=sample,
                 applications=job.application_scopes(topology),
+                kafka_options=kafka_options,
             )
             verdict = job.run(spark, request)
         if as_json:

@@ -1,4 +1,7 @@
-"""Spark's Kafka source options from a cluster's librdkafka settings (pure).
+"""Spark's Kafka source options from a cluster's librdkafka settings.
+
+:func:`spark_kafka_options` is pure; :func:`cluster_read_options` gives every cluster of a
+topology its options, reading the secrets its security block names (as any client does).
 
 ``drsvc verify`` reads clusters with Spark's Kafka source, which runs Kafka's Java client; the
 topology gives librdkafka settings (:meth:`drsvc.topology.models.Cluster.client_config`). The
@@ -27,9 +30,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from drsvc.errors import ConfigError
+from drsvc.topology.models import Topology
 from failover.naming import VERIFY_GROUP_PREFIX
 
-__all__ = ["LOGIN_MODULES", "spark_kafka_options"]
+__all__ = ["LOGIN_MODULES", "cluster_read_options", "spark_kafka_options"]
 
 #: the Java client's login module of each SASL mechanism drsvc's topologies allow
 LOGIN_MODULES: Mapping[str, str] = {
@@ -81,6 +85,29 @@ def spark_kafka_options(client_config: Mapping[str, str]) -> dict[str, str]:
         options.update(_sasl_options(client_config))
     if uses_tls:
         options.update(_tls_options(client_config))
+    return options
+
+
+def cluster_read_options(
+    topology: Topology,
+    bootstrap: Mapping[str, str],
+    env: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, str]]:
+    """Per cluster alias of ``bootstrap``: the Spark Kafka source options that read it with the
+    security of the topology's cluster (its secrets read now, from ``env`` and files).
+
+    Raises :class:`ConfigError` naming the cluster, for a cluster the topology does not have
+    and for anything :func:`spark_kafka_options` refuses.
+    """
+    options: dict[str, dict[str, str]] = {}
+    for alias, servers in sorted(bootstrap.items()):
+        cluster = topology.clusters.get(alias)
+        if cluster is None:
+            raise ConfigError(f"cluster '{alias}' is not in topology '{topology.name}'")
+        try:
+            options[alias] = spark_kafka_options(cluster.client_config(servers, env=env))
+        except ConfigError as err:
+            raise ConfigError(f"cluster '{alias}': {err}") from err
     return options
 
 

@@ -26,9 +26,14 @@ from replication_support import (
 )
 
 from chaos.workload import ConsumerSpec, ProducerSpec, Shape, Workload
-from drsvc.devenv.environment import EnvironmentInfo
+from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
+from drsvc.kafka.acls import create_acls
 from drsvc.kafka.admin import admin_client
+from drsvc.runtime.access.grants import kafka_grants
+from drsvc.settings import Settings
+from drsvc.topology.loader import load_topology
 from drsvc.verify.identity import parse
+from failover.kafka_acls import Role
 
 TOPICS = {"verify-a": 3, "verify-b": 2}
 # Two Spark verifications after a killed-worker run: about 170 s alone, but one verify took 159 s
@@ -144,3 +149,67 @@ def test_verify_passes_a_killed_worker_run_and_catches_a_damaged_target(
         if row["at_cluster"] == "west"
     }
     assert reported == expected_lost
+
+
+def test_verify_reads_a_secured_cluster_as_the_verifier(tmp_path: Path) -> None:
+    """On SASL_SSL with ACLs that allow nothing by default, ``drsvc verify`` reads with the
+    verifier's SCRAM credentials from its topology's security block and only the verifier's
+    grants: an application's records, written as the application, all found."""
+    env = LocalEnvironment(
+        Settings.from_env(state_dir=tmp_path / "secured-env", consul_layout="single")
+    )
+    try:
+        info = env.up(["east"], secure=True)
+        env.add_principal("app-verified")
+        east = info.clusters["east"]
+        document = {
+            "name": "verify-secured",
+            "clusters": {"east": {"bootstrap_servers": east}},
+            "applications": [
+                {
+                    "name": "verified",
+                    "groups": ["verify-secured-readers"],
+                    "topics": ["verify-secured"],
+                    "preferred": "east",
+                }
+            ],
+        }
+        topologies = {}
+        for role, principal in (("verifier", "drsvc-verifier"), ("application", "app-verified")):
+            security = env.topology_security(principal)
+            assert security is not None
+            rendered = {**document, "clusters": {"east": {"bootstrap_servers": east,
+                                                           "security": security}}}  # fmt: skip
+            topologies[role] = tmp_path / f"{role}.json"
+            topologies[role].write_text(json.dumps(rendered))
+        topology = load_topology(topologies["verifier"])
+        admin_bootstrap, admin_settings = env.admin_settings("east")
+        create(admin_bootstrap, "verify-secured", 2, admin_settings)
+        admin = admin_client(admin_bootstrap, admin_settings)
+        roles: tuple[Role, ...] = ("verifier", "application")
+        grants = [g for role in roles for g in kafka_grants(topology, role, "east")]
+        create_acls(admin, grants, cluster="east")
+        history = tmp_path / "history"
+        workload = Workload(
+            history,
+            {"east": east},
+            [ProducerSpec("plain", "east", ("verify-secured",), rate=500, max_records=2000)],
+            [ConsumerSpec("verify-secured-readers", "east", ("verify-secured",))],
+            seed=14,
+            settings={"east": env.client_settings("app-verified")},
+        )
+        workload.start()
+        workload.wait_for(lambda s: all(not p.running for p in workload.producers), 120)
+        workload.wait_for(lambda s: s.processed >= s.acknowledged, 60)
+        stats = workload.stop()
+        assert not stats.errors(), stats.errors()[:5]
+        assert stats.acknowledged == 2000
+
+        code, verdict, elapsed = _verify(topologies["verifier"], history)
+        print(f"verify on SASL_SSL of {stats.acknowledged} records: {elapsed:.1f} s")
+        assert code == 0, verdict
+        assert verdict["passed"] is True
+        assert verdict["checks"]["lost"] == 0 and verdict["checks"]["reordered"] == 0
+        assert verdict["counts"]["acknowledged"] == 2000
+    finally:
+        env.down()
