@@ -794,9 +794,11 @@ def _checkpoints(topology: TopologyShape, cluster: str, grants: _Grants) -> None
                 _GROUP, group, (_R,), f"application {app.name}: group offset sync commits"
             )
         for topic in app.topics:
-            for remote in _remote_names(topology, cluster, topic):
+            # Its copies there, and the topic itself: a group synced back (a copy's position
+            # translated upstream) commits on the original, and a commit needs READ.
+            for name in (topic, *_remote_names(topology, cluster, topic)):
                 grants.literal(
-                    _TOPIC, remote, (_R,), f"application {app.name}: group offset sync commits"
+                    _TOPIC, name, (_R,), f"application {app.name}: group offset sync commits"
                 )
 
 

@@ -291,7 +291,10 @@ def test_the_checkpoint_stream() -> None:
         # orders opted in to the group offset sync
         ("ALLOW", "READ", "GROUP", "LITERAL", "orders-consumer"),
         ("ALLOW", "READ", "TOPIC", "LITERAL", "east.orders"),
+        # a group synced back commits on the original topic: a commit needs READ
+        ("ALLOW", "READ", "TOPIC", "LITERAL", "orders"),
     } <= west
+    assert ("ALLOW", "READ", "TOPIC", "LITERAL", "orders") in east
     assert not any(b[1] == "WRITE" and b[4] != "east.checkpoints.internal" for b in west)
 
 
