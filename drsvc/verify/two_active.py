@@ -25,9 +25,12 @@ producer's (CreateTime), so the check bounds it from both sides, using the parti
 A record whose upper bound is known landed "after" S when that bound is after the activation:
 its producer, or one that wrote after it in the same partition, heard back from C only once D
 was active, so it was still writing to C then (a client's lease promises it has stopped by
-then), whatever the exact append time. A record nobody heard back about from that point on (a
-purged or timed-out send the broker appended anyway, at the end of a partition) has only the
-lower bound, and counts when even that is after the activation. The times are wall clocks of
+then), whatever the exact append time. Only acknowledgements heard before C was active again
+count as that bound: later ones may come from records rightly written after C's return, which
+follow every older record in the partition. A record nobody heard back about before then (a
+purged or timed-out send the broker appended anyway, at the end of a partition; the last
+records before a broker was killed, whose acknowledgements died with it) has only the lower
+bound, and counts when even that is after the activation. The times are wall clocks of
 the producers and of the executor: the check assumes they agree (one host, or synchronised
 clocks well within the lease), as the other history checks do.
 
@@ -157,7 +160,11 @@ def records_after_switch(
     joined = of_apps.join(
         away, (F.col("s_app") == F.col("app")) & (F.col("from_cluster") == F.col("cluster"))
     )
-    by_ack = F.col("landed_by_ms").isNotNull()
+    # An acknowledgement heard once the old cluster was active again is no evidence: a record
+    # written then, rightly, follows every older one in the partition. A broker killed before it
+    # acknowledged the last records of the old regime leaves them only that bound, and they may
+    # well have been appended before the switch; their append time is then bounded from below.
+    by_ack = F.col("landed_by_ms").isNotNull() & (F.col("landed_by_ms") < F.col("reactivated_ms"))
     landed_after_ms = F.when(by_ack, F.col("landed_by_ms")).otherwise(F.col("landed_from_ms"))
     stale = (
         F.col("epoch").isNotNull()

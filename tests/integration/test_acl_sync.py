@@ -43,7 +43,7 @@ from failover.failover_plan import (
 from failover.kafka_acls import Grant, Operation, PatternType, Permission, ResourceType
 from failover.write_fence import with_write_fence
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.secured_matrix]
 
 SITES = ("east", "west")
 SYNC_PRINCIPAL = "drsvc-acl-sync"

@@ -151,6 +151,7 @@ def test_verify_passes_a_killed_worker_run_and_catches_a_damaged_target(
     assert reported == expected_lost
 
 
+@pytest.mark.secured_matrix  # CI's secured drill runs Spark as the verifier on SASL_SSL too
 def test_verify_reads_a_secured_cluster_as_the_verifier(tmp_path: Path) -> None:
     """On SASL_SSL with ACLs that allow nothing by default, ``drsvc verify`` reads with the
     verifier's SCRAM credentials from its topology's security block and only the verifier's
