@@ -11,6 +11,7 @@ word for (a resource type such as a delegation token) is left out of the answer.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
 
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
@@ -33,24 +34,16 @@ _CLIENT_TYPE_NAMES = {core.ResourceType.CLUSTER: "BROKER"}
 _CORE_TYPES = {_CLIENT_TYPE_NAMES.get(t, t.value): t for t in core.ResourceType}
 
 
+_B = TypeVar("_B", AclBinding, AclBindingFilter)
+
+
 def _client_type(resource_type: core.ResourceType) -> ResourceType:
     return ResourceType[_CLIENT_TYPE_NAMES.get(resource_type, resource_type.value)]
 
 
-def _binding(grant: Grant) -> AclBinding:
-    return AclBinding(
-        _client_type(grant.resource_type),
-        grant.resource_name,
-        ResourcePatternType[grant.pattern_type.value],
-        grant.principal,
-        grant.host,
-        AclOperation[grant.operation.value],
-        AclPermissionType[grant.permission.value],
-    )
-
-
-def _exact_filter(grant: Grant) -> AclBindingFilter:
-    return AclBindingFilter(
+def _binding(kind: type[_B], grant: Grant) -> _B:
+    """``grant`` as the client's binding, or as a filter that matches exactly that binding."""
+    return kind(
         _client_type(grant.resource_type),
         grant.resource_name,
         ResourcePatternType[grant.pattern_type.value],
@@ -96,7 +89,7 @@ def create_acls(
     timeout_s: float = 30.0,
 ) -> int:
     """Create every binding of ``grants``; return how many were asked for."""
-    bindings = sorted({_binding(g) for g in grants}, key=str)
+    bindings = sorted({_binding(AclBinding, g) for g in grants}, key=str)
     if not bindings:
         return 0
     with translated("creating ACLs", cluster):
@@ -144,7 +137,7 @@ def delete_acls(
 ) -> int:
     """Delete exactly the bindings of ``grants`` (each filter matches one binding, never a
     wider one); return how many existed and were deleted."""
-    filters = sorted({_exact_filter(g) for g in grants}, key=str)
+    filters = sorted({_binding(AclBindingFilter, g) for g in grants}, key=str)
     if not filters:
         return 0
     with translated("deleting ACLs", cluster):

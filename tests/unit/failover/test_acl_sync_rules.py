@@ -3,12 +3,12 @@ over generated bindings (never WRITE, always a copy of the flow)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from topology_shapes import App, Filter, Flow, Topo
 
 from failover.acl_sync import MIRRORED_OPERATIONS, plan_acl_sync
 from failover.kafka_acls import (
@@ -20,51 +20,6 @@ from failover.kafka_acls import (
     ResourceType,
     role_grants,
 )
-from failover.topic_rules import InternalTopicNames
-
-
-@dataclass(frozen=True)
-class Filter:
-    include: tuple[str, ...] = (".*",)
-    exclude: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Flow:
-    source: str
-    target: str
-    policy: str = "prefix"
-    separator: str = "."
-    delivery: str = "at-least-once"
-    standby: bool = False
-    multi_hop: bool = True
-    topics: Filter = field(default_factory=Filter)
-    groups: Filter = field(default_factory=Filter)
-    sync_acls: bool = False
-
-
-@dataclass(frozen=True)
-class App:
-    name: str
-    groups: tuple[str, ...]
-    topics: tuple[str, ...]
-    preferred: str
-    transactional_ids: tuple[str, ...] = ()
-    sync_group_offsets: bool = False
-    on_recovery: str = "quarantine"
-    principal: str | None = None
-    fence_writes: bool = False
-
-
-@dataclass(frozen=True)
-class Topo:
-    clusters: Mapping[str, object]
-    flows: tuple[Flow, ...] = ()
-    applications: tuple[App, ...] = ()
-
-    def internal_names(self) -> InternalTopicNames:
-        return InternalTopicNames()
-
 
 TOPIC = ResourceType.TOPIC
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED

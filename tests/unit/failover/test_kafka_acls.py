@@ -4,12 +4,11 @@ with prefix, exactly once and at least once), and properties over generated ones
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from topology_shapes import App, Filter, Flow, Topo
 
 from failover.errors import PolicyError
 from failover.kafka_acls import (
@@ -26,56 +25,11 @@ from failover.kafka_acls import (
     pattern_resources,
     role_grants,
 )
-from failover.topic_rules import InternalTopicNames
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
 TXN = ResourceType.TRANSACTIONAL_ID
 R, W, C = Operation.READ, Operation.WRITE, Operation.CREATE
-
-
-@dataclass(frozen=True)
-class Filter:
-    include: tuple[str, ...] = (".*",)
-    exclude: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Flow:
-    source: str
-    target: str
-    policy: str = "prefix"
-    separator: str = "."
-    delivery: str = "at-least-once"
-    standby: bool = False
-    multi_hop: bool = True
-    topics: Filter = field(default_factory=Filter)
-    groups: Filter = field(default_factory=Filter)
-    sync_acls: bool = False
-
-
-@dataclass(frozen=True)
-class App:
-    name: str
-    groups: tuple[str, ...]
-    topics: tuple[str, ...]
-    preferred: str
-    transactional_ids: tuple[str, ...] = ()
-    sync_group_offsets: bool = False
-    on_recovery: str = "quarantine"
-    principal: str | None = None
-    fence_writes: bool = False
-
-
-@dataclass(frozen=True)
-class Topo:
-    clusters: Mapping[str, object]
-    flows: tuple[Flow, ...] = ()
-    applications: tuple[App, ...] = ()
-    namespace: str = "shop"
-
-    def internal_names(self) -> InternalTopicNames:
-        return InternalTopicNames()
 
 
 ORDERS = App(

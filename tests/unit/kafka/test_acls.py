@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     ResourcePatternType,
     ResourceType,
 )
 
-from drsvc.kafka.acls import _binding, _exact_filter, _grant
+from drsvc.kafka.acls import _binding, _grant
 from failover.kafka_acls import (
     CLUSTER_NAME,
     Grant,
@@ -36,9 +37,11 @@ def test_grants_and_bindings_round_trip_the_cluster_resource_included() -> None:
         Grant(CoreType.GROUP, PatternType.LITERAL, "g", Operation.ALL, "User:b", host="10.0.0.1"),
     ]
     for grant in grants:
-        assert _grant(_binding(grant)) == grant
-    assert _binding(grants[1]).restype is ResourceType.BROKER  # librdkafka's name for CLUSTER
-    assert _exact_filter(grants[0]).permission_type is AclPermissionType.DENY
+        assert _grant(_binding(AclBinding, grant)) == grant
+    assert (
+        _binding(AclBinding, grants[1]).restype is ResourceType.BROKER
+    )  # librdkafka's name for CLUSTER
+    assert _binding(AclBindingFilter, grants[0]).permission_type is AclPermissionType.DENY
 
 
 def test_a_binding_the_core_has_no_word_for_is_left_out() -> None:
