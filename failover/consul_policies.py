@@ -30,6 +30,7 @@ from failover import naming
 from failover.errors import PolicyError
 
 __all__ = [
+    "CONSUL_AS",
     "CONSUL_ROLES",
     "ConsulRole",
     "ConsulRule",
@@ -45,6 +46,10 @@ CONSUL_ROLES: tuple[ConsulRole, ...] = get_args(ConsulRole)
 
 #: roles that run as the executor in Consul: the controller and the API do the executor's work
 ROLE_ALIASES: Mapping[str, ConsulRole] = {"controller": "executor", "api": "executor"}
+#: roles with Kafka grants of their own whose Consul needs are another role's: a migration's
+#: commands keep its state, pause its flow and cut applications over, as the executor does
+#: (``drsvc migrate`` reads the executor's token from a topology's ``consul`` block)
+CONSUL_AS: Mapping[str, ConsulRole] = {"migrator": "executor"}
 
 RuleKind = Literal["key", "key_prefix", "session_prefix", "service", "node_prefix"]
 Access = Literal["read", "write"]
@@ -100,9 +105,9 @@ def consul_rules(
     The application role needs ``application``: each application gets a token of its own.
     Raises :class:`PolicyError` for an unknown role or application.
     """
-    resolved = ROLE_ALIASES.get(role, role)
+    resolved = ROLE_ALIASES.get(role, CONSUL_AS.get(role, role))
     if resolved not in CONSUL_ROLES:
-        known = ", ".join((*CONSUL_ROLES, *ROLE_ALIASES))
+        known = ", ".join((*CONSUL_ROLES, *ROLE_ALIASES, *CONSUL_AS))
         raise PolicyError(f"unknown role {role!r} (roles: {known})")
     ns = topology.namespace
     naming.check_key_segment("namespace", ns)

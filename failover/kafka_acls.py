@@ -16,6 +16,11 @@ The roles and who runs as them:
 - ``application``: each application (``drsvc.client``) under its own principal.
 - ``acl-sync``: ``drsvc acls sync``, which mirrors the source's topic READ and DESCRIBE ACLs
   onto the copies of the flows that set ``sync_acls`` (:mod:`failover.acl_sync`).
+- ``migrator``: every ``drsvc migrate`` command of the topology's migrations. A migration runs
+  its own one-way identity flow, copies as a replicator, reports and cuts its applications over
+  as the executor, compares as the verifier and may take over from MirrorMaker 2 (reading its
+  offsets and offset-syncs topics): the migrator gets those grants for the migration's flow
+  and applications only, under one principal, on the migration's two clusters.
 
 Names come from :mod:`failover.naming`, the topology's
 :class:`~failover.topic_rules.InternalTopicNames` and each flow's replication policy, so a grant
@@ -38,11 +43,11 @@ protocols below (a loaded :class:`drsvc.topology.models.Topology` satisfies them
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal, Protocol, get_args
 
-from failover import naming
+from failover import migration_mm2, naming
 from failover.errors import PolicyError
 from failover.replication_policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy
 from failover.topic_rules import InternalTopicNames, NameFilter, topic_verdict
@@ -69,7 +74,14 @@ __all__ = [
 ]
 
 Role = Literal[
-    "replicator", "heartbeats", "checkpoints", "executor", "verifier", "application", "acl-sync"
+    "replicator",
+    "heartbeats",
+    "checkpoints",
+    "executor",
+    "verifier",
+    "application",
+    "acl-sync",
+    "migrator",
 ]
 ROLES: tuple[Role, ...] = get_args(Role)
 
@@ -178,6 +190,18 @@ _IMPLIED: Mapping[Operation, frozenset[Operation]] = {
 }
 
 
+#: the fields of :class:`Principals` that name one of drsvc's own roles
+_SERVICE_ROLES = (
+    "replicator",
+    "heartbeats",
+    "checkpoints",
+    "executor",
+    "verifier",
+    "acl_sync",
+    "migrator",
+)
+
+
 @dataclass(frozen=True)
 class Principals:
     """Who each role is to the brokers. The defaults are one principal per role; applications
@@ -190,10 +214,11 @@ class Principals:
     executor: str = "User:drsvc-executor"
     verifier: str = "User:drsvc-verifier"
     acl_sync: str = "User:drsvc-acl-sync"
+    migrator: str = "User:drsvc-migrator"
     application_prefix: str = "User:app-"
 
     def __post_init__(self) -> None:
-        for role in ("replicator", "heartbeats", "checkpoints", "executor", "verifier", "acl_sync"):
+        for role in _SERVICE_ROLES:
             _check_principal(getattr(self, role), role)
         _check_principal(self.application_prefix + "x", "application_prefix")
 
@@ -209,16 +234,7 @@ class Principals:
 
     def services(self) -> frozenset[str]:
         """The principals of drsvc's own roles (not the applications')."""
-        return frozenset(
-            {
-                self.replicator,
-                self.heartbeats,
-                self.checkpoints,
-                self.executor,
-                self.verifier,
-                self.acl_sync,
-            }
-        )
+        return frozenset(getattr(self, role) for role in _SERVICE_ROLES)
 
 
 def application_principal(app: ApplicationShape, principals: Principals | None = None) -> str:
@@ -312,6 +328,25 @@ class ApplicationShape(Protocol):
     def fence_writes(self) -> bool: ...
 
 
+class MigrationShape(Protocol):
+    """A migration as the grants need it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def topics(self) -> NameFilterShape: ...
+
+    @property
+    def applications(self) -> Sequence[str]: ...
+
+
 class TopologyShape(Protocol):
     """A topology as the grants need it (:class:`drsvc.topology.models.Topology` is one)."""
 
@@ -323,6 +358,9 @@ class TopologyShape(Protocol):
 
     @property
     def applications(self) -> Sequence[ApplicationShape]: ...
+
+    @property
+    def migrations(self) -> Sequence[MigrationShape]: ...
 
     def internal_names(self) -> InternalTopicNames: ...
 
@@ -467,15 +505,19 @@ def heartbeats_topics(topology: TopologyShape, cluster: str) -> tuple[str, ...]:
 
 def application_clusters(topology: TopologyShape, app: ApplicationShape) -> tuple[str, ...]:
     """The clusters ``app`` may be active on: its preferred one and every cluster a chain of
-    flows leads to from there (a failover needs a flow to its target), sorted."""
+    flows leads to from there (a failover needs a flow to its target), or a migration that
+    cuts it over (it ends up on the migration's target), sorted."""
     reached = {app.preferred}
     frontier = [app.preferred]
     while frontier:
         current = frontier.pop()
-        for flow in topology.flows:
-            if flow.source == current and flow.target not in reached:
-                reached.add(flow.target)
-                frontier.append(flow.target)
+        routes = [(f.source, f.target) for f in topology.flows] + [
+            (m.source, m.target) for m in topology.migrations if app.name in m.applications
+        ]
+        for source, target in routes:
+            if source == current and target not in reached:
+                reached.add(target)
+                frontier.append(target)
     return tuple(sorted(reached))
 
 
@@ -911,6 +953,104 @@ def _verifier(topology: TopologyShape, cluster: str, grants: _Grants) -> None:
     )
 
 
+@dataclass(frozen=True)
+class _NoNames:
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _MigrationFlow:
+    """The one-way identity flow a migration runs (``drsvc migrate start``): at least once,
+    over the migration's topics, syncing no group (its applications move by cutover)."""
+
+    source: str
+    target: str
+    topics: NameFilterShape
+    policy: str = "identity"
+    separator: str = "."
+    delivery: str = "at-least-once"
+    standby: bool = False
+    multi_hop: bool = True
+    groups: NameFilterShape = field(default_factory=_NoNames)
+    sync_acls: bool = False
+
+
+@dataclass(frozen=True)
+class _MigrationTopology:
+    """What a migration's commands see of ``base``: the migration's flow as the only flow and
+    the applications it cuts over as the only applications."""
+
+    base: TopologyShape
+    migration: MigrationShape
+
+    @property
+    def clusters(self) -> Mapping[str, object]:
+        return self.base.clusters
+
+    @property
+    def flows(self) -> Sequence[FlowShape]:
+        m = self.migration
+        return (_MigrationFlow(m.source, m.target, m.topics),)
+
+    @property
+    def applications(self) -> Sequence[ApplicationShape]:
+        return tuple(a for a in self.base.applications if a.name in self.migration.applications)
+
+    @property
+    def migrations(self) -> Sequence[MigrationShape]:
+        return ()
+
+    def internal_names(self) -> InternalTopicNames:
+        return self.base.internal_names()
+
+
+def _migrator(
+    topology: TopologyShape, cluster: str, grants: _Grants, principals: Principals
+) -> None:
+    """The copier (a replicator), status and cutover (the executor), ``migrate verify`` (the
+    verifier) and the takeover from MirrorMaker 2, each for the migration's own flow and
+    applications only."""
+    for migration in topology.migrations:
+        s, t = migration.source, migration.target
+        if cluster not in (s, t):
+            continue
+        view = _MigrationTopology(topology, migration)
+        collected = _Grants(grants.principal)
+        _replicator(view, cluster, collected)
+        _replicator_denials(view, cluster, collected, principals)
+        _executor(view, cluster, collected)
+        _verifier(view, cluster, collected)
+        if cluster == s:
+            collected.literal(
+                _TOPIC,
+                migration_mm2.mm2_offset_syncs_topic(t),
+                (_R,),
+                "takeover from MirrorMaker 2: its offset syncs",
+            )
+        else:
+            collected.literal(
+                _TOPIC,
+                migration_mm2.mm2_offsets_topic(s),
+                (_R,),
+                "takeover from MirrorMaker 2: its committed progress",
+            )
+            collected.literal(
+                _GROUP,
+                migration_mm2.mm2_worker_group(s),
+                (Operation.DESCRIBE,),
+                "takeover from MirrorMaker 2: refused while its workers run",
+            )
+        collected.literal(
+            _GROUP,
+            naming.MM2_TAKEOVER_READER_GROUP,
+            (_R,),
+            "takeover from MirrorMaker 2: its reader",
+        )
+        for item in collected.items:
+            grants.items.append(replace(item, why=f"migration {migration.name}: {item.why}"))
+
+
 def _application(
     topology: TopologyShape,
     cluster: str,
@@ -994,6 +1134,8 @@ def role_grants(
             _executor(topology, cluster, grants)
         elif role == "acl-sync":
             _acl_sync(topology, cluster, grants)
+        elif role == "migrator":
+            _migrator(topology, cluster, grants, who)
         else:
             _verifier(topology, cluster, grants)
         collected.extend(grants.items)

@@ -44,6 +44,7 @@ ROLE_PRINCIPALS = (
     "drsvc-executor",
     "drsvc-verifier",
     "drsvc-acl-sync",
+    "drsvc-migrator",
 )
 SUPER_USERS = (BROKER_PRINCIPAL, ADMIN_PRINCIPAL)
 #: Kafka's rule from a certificate's subject to a principal: ``CN=x`` is ``User:x``

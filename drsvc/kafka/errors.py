@@ -58,6 +58,7 @@ __all__ = [
     "UNAVAILABLE",
     "describe",
     "kafka_error",
+    "refused_by_acl",
     "refuses_credentials",
     "retriable",
     "to_drsvc",
@@ -164,6 +165,16 @@ _HINTS = (
     (AUTHENTICATION, "check the cluster's security settings and secrets in the topology"),
     (AUTHORIZATION, "the client's principal needs an ACL for this"),
 )
+
+
+def refused_by_acl(exc: BaseException) -> bool:
+    """Whether ``exc`` (a drsvc error raised ``from`` a Kafka error, or the Kafka error itself)
+    is the cluster refusing the principal an operation its ACLs do not grant."""
+    for candidate in (exc, exc.__cause__):
+        error = kafka_error(candidate) if candidate is not None else None
+        if error is not None:
+            return error.code() in AUTHORIZATION
+    return False
 
 
 def kafka_error(exc: BaseException | KafkaError) -> KafkaError | None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drsvc.errors import KafkaUnavailableError
+from drsvc.errors import ConfigError, KafkaUnavailableError
 from drsvc.kafka.admin import describe_topic_configs
 from drsvc.kafka.clients import KafkaClients
-from drsvc.kafka.errors import translated
+from drsvc.kafka.errors import refused_by_acl, translated
 from drsvc.kafka.types import AdminClient, ClusterMetadata
 from drsvc.topology.models import Migration, Topology
 from failover.migration_plan import (
@@ -98,10 +98,8 @@ def read_migration_plan(
             compacted = _compacted(effective)
             known_configs = known_configs or frozenset(effective)
         target_topics[name] = TargetTopic(name, len(topic.partitions), compacted)
-    if known_configs is None and target_meta.topics:
-        any_topic = min(target_meta.topics)
-        effective = describe_topic_configs(target_admin, any_topic, timeout_s).effective
-        known_configs = frozenset(effective)
+    if known_configs is None:
+        known_configs = _known_configs(target_admin, sorted(target_meta.topics), timeout_s)
 
     target = TargetCluster(
         brokers=len(target_meta.brokers), topics=target_topics, known_configs=known_configs
@@ -143,3 +141,20 @@ def _metadata(admin: AdminClient, alias: str, timeout_s: float) -> ClusterMetada
 def _compacted(effective: Mapping[str, str]) -> bool:
     policy = effective.get("cleanup.policy", "delete")
     return "compact" in {part.strip() for part in policy.split(",")}
+
+
+def _known_configs(
+    admin: AdminClient, topics: list[str], timeout_s: float
+) -> frozenset[str] | None:
+    """The topic config names the target knows, read from the first of ``topics`` whose configs
+    the principal may describe. On a secured cluster the migrator sees other topics than its
+    own (metadata needs only DESCRIBE) but may describe the configs of its own alone, so a
+    refusal moves on to the next; None when none can be read: the plan then leaves config
+    names unchecked and the target refuses an unknown one when the topic is created."""
+    for name in topics:
+        try:
+            return frozenset(describe_topic_configs(admin, name, timeout_s).effective)
+        except ConfigError as err:
+            if not refused_by_acl(err):
+                raise
+    return None

@@ -8,7 +8,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from topology_shapes import App, Filter, Flow, Topo
+from topology_shapes import App, Filter, Flow, Migration, Topo
 
 from failover.errors import PolicyError
 from failover.kafka_acls import (
@@ -487,3 +487,63 @@ def test_grants_are_sorted_without_duplicates(topo: Topo) -> None:
         for role in ROLES:
             grants = role_grants(topo, role, cluster)
             assert list(grants) == sorted(set(grants))
+
+
+#: a migration from an old cluster to a new one, cutting one application over
+MIGRATION_TOPOLOGY = Topo(
+    clusters={"old": {}, "new": {}, "dr": {}},
+    flows=(Flow("old", "dr"),),
+    applications=(
+        App("orders", groups=("orders-consumer",), topics=("mig.orders",), preferred="old"),
+        App("billing", groups=("billing-consumer",), topics=("billing",), preferred="old"),
+    ),
+    migrations=(
+        Migration(
+            "to-new",
+            "old",
+            "new",
+            topics=Filter(("mig\\..*",), ("mig\\.tmp\\..*",)),
+            applications=("orders",),
+        ),
+    ),
+)
+
+
+def test_the_migrator_copies_reports_and_cuts_over_only_its_migration() -> None:
+    migrator = "User:drsvc-migrator"
+    source = role_grants(MIGRATION_TOPOLOGY, "migrator", "old")
+    target = role_grants(MIGRATION_TOPOLOGY, "migrator", "new")
+    assert {g.principal for g in (*source, *target)} == {migrator}
+    assert all(g.why.startswith("migration to-new: ") for g in (*source, *target))
+    src, tgt = bindings(source), bindings(target)
+    # the copier reads the migration's topics (and their configs) at the source ...
+    assert ("ALLOW", "READ", "TOPIC", "PREFIXED", "mig.") in src
+    assert ("ALLOW", "DESCRIBE_CONFIGS", "TOPIC", "PREFIXED", "mig.") in src
+    # ... and creates, configures and writes them under the same names at the target
+    for op in ("CREATE", "WRITE", "ALTER_CONFIGS", "READ"):
+        assert ("ALLOW", op, "TOPIC", "PREFIXED", "mig.") in tgt
+    assert ("ALLOW", "WRITE", "TOPIC", "LITERAL", "drsvc.offset-syncs.old") in tgt
+    # cutover: the application it moves, not the one it does not
+    assert ("ALLOW", "READ", "GROUP", "LITERAL", "orders-consumer") in tgt
+    assert not any("billing" in name for *_, name in src | tgt)
+    # the takeover from MirrorMaker 2 reads its topics and describes its workers' group
+    assert ("ALLOW", "READ", "TOPIC", "LITERAL", "mm2-offset-syncs.new.internal") in src
+    assert ("ALLOW", "READ", "TOPIC", "LITERAL", "mm2-offsets.old.internal") in tgt
+    assert ("ALLOW", "DESCRIBE", "GROUP", "LITERAL", "old-mm2") in tgt
+    # nothing of the topology's own flow, and nothing on a cluster the migration does not touch
+    assert not any("dr" in name.split(".") for *_, name in src | tgt)
+    assert role_grants(MIGRATION_TOPOLOGY, "migrator", "dr") == ()
+
+
+def test_a_topology_without_migrations_gives_the_migrator_nothing() -> None:
+    assert role_grants(ACTIVE_ACTIVE, "migrator", "east") == ()
+    assert "User:drsvc-migrator" in Principals().services()
+
+
+def test_an_application_a_migration_cuts_over_may_run_on_its_target() -> None:
+    orders, billing = MIGRATION_TOPOLOGY.applications
+    assert application_clusters(MIGRATION_TOPOLOGY, orders) == ("dr", "new", "old")
+    assert application_clusters(MIGRATION_TOPOLOGY, billing) == ("dr", "old")
+    on_new = bindings(role_grants(MIGRATION_TOPOLOGY, "application", "new"))
+    assert ("ALLOW", "READ", "GROUP", "LITERAL", "orders-consumer") in on_new
+    assert ("ALLOW", "WRITE", "TOPIC", "LITERAL", "mig.orders") in on_new

@@ -43,10 +43,20 @@ class App:
 
 
 @dataclass(frozen=True)
+class Migration:
+    name: str
+    source: str
+    target: str
+    topics: Filter = field(default_factory=Filter)
+    applications: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Topo:
     clusters: Mapping[str, object]
     flows: tuple[Flow, ...] = ()
     applications: tuple[App, ...] = ()
+    migrations: tuple[Migration, ...] = ()
     namespace: str = "shop"
 
     def internal_names(self) -> InternalTopicNames:
