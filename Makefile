@@ -11,13 +11,18 @@ PYTEST_TIMEOUT ?= 300
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
-.PHONY: setup demo test lint unit integration test-secured chaos-secured down clean
+.PHONY: setup demo demo-secure test lint unit integration test-secured chaos-secured down clean
 
 setup:
 	bash deploy/install.sh
 
 demo: setup
 	$(VENV)/bin/drsvc demo
+
+# The same drill on a secured environment (SASL_SSL, ACLs, Consul ACLs, the API over HTTPS), each
+# role under its own principal; its own environment in .drsvc/demo-secure.
+demo-secure: setup
+	$(VENV)/bin/drsvc demo --secure
 
 # How long a local broker may take to start in the tests: the run holds a dozen brokers and
 # Spark on two cores, and a broker restarted mid-test has needed more than the 90 s default.
@@ -44,11 +49,12 @@ integration:
 
 # The integration tests on secured clusters (SASL_SSL, ACLs, secured Consul): every file named
 # so, those that exist, and drsvc verify's secured case. make test runs them too but for those
-# marked secured_matrix (ACL sync, drsvc verify's secured case): CI's time goes to the secured
-# core paths, the secured drill and the secret search.
+# marked secured_matrix (ACL sync, drsvc verify's secured case, the secured demo): CI's time goes
+# to the secured core paths, the secured drill and the secret search.
 SECURED_TESTS := $(wildcard tests/integration/test_secured_*.py tests/integration/test_chaos_secured.py \
 	tests/integration/test_acl_sync.py tests/integration/test_secret_hygiene.py) \
-	tests/integration/test_verify.py::test_verify_reads_a_secured_cluster_as_the_verifier
+	tests/integration/test_verify.py::test_verify_reads_a_secured_cluster_as_the_verifier \
+	tests/integration/test_demo.py::test_the_secured_demo_drill_passes_and_shows_no_secret
 
 test-secured: setup
 	DRSVC_START_TIMEOUT_S=$(TEST_START_TIMEOUT_S) $(PY) -m pytest $(PYTEST_PARALLEL) --timeout=$(PYTEST_TIMEOUT) --durations=10 $(SECURED_TESTS)
@@ -58,9 +64,10 @@ test-secured: setup
 chaos-secured: setup
 	DRSVC_START_TIMEOUT_S=$(TEST_START_TIMEOUT_S) $(VENV)/bin/drsvc chaos suite --secure
 
-# the demo's environment lives in .drsvc/demo, the development one in .drsvc
+# the demo's environments live in .drsvc/demo and .drsvc/demo-secure, the development one in .drsvc
 down:
 	$(VENV)/bin/drsvc dev down --state-dir .drsvc/demo
+	$(VENV)/bin/drsvc dev down --state-dir .drsvc/demo-secure
 	$(VENV)/bin/drsvc dev down
 
 clean: down

@@ -9,14 +9,13 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from chaos.access import TopologyRole
 from chaos.nemesis.context import SiteLinks
 from drsvc.adapters.consul_access import ConsulAccess, resolve_consul_access
+from drsvc.devenv.access import TopologyRole, consul_role
 from drsvc.devenv.components import load_components
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.errors import LocalEnvError
 from drsvc.settings import Settings
-from drsvc.topology.consul import ConsulRole
 from drsvc.verify.spark import build_session
 
 PAIR = ("east", "west")
@@ -93,14 +92,14 @@ class World:
     def consul_block(self, role: TopologyRole, site: str) -> dict[str, object] | None:
         """A topology's Consul block for a process of ``role`` at ``site`` (None: Consul is
         reached by address alone)."""
-        consul_role = _consul_role(role)
-        return None if consul_role is None else self.env.topology_consul(consul_role, site)
+        role_of = consul_role(role)
+        return None if role_of is None else self.env.topology_consul(role_of, site)
 
     def consul_environment(self, role: TopologyRole, site: str) -> dict[str, str]:
         """The variables that let a process of ``role`` at ``site`` reach the environment's
         Consul (its address, CA and token file; none when Consul is not secured)."""
-        consul_role = _consul_role(role)
-        return {} if consul_role is None else self.env.consul_environment(consul_role, site)
+        role_of = consul_role(role)
+        return {} if role_of is None else self.env.consul_environment(role_of, site)
 
     def service_bootstrap(self, site: str) -> dict[str, str]:
         """The clusters as the processes of ``site`` reach them (through the links, if any)."""
@@ -139,8 +138,3 @@ class World:
             self._spark = None
         if not keep_environment:
             self.env.down()
-
-
-def _consul_role(role: TopologyRole) -> ConsulRole | None:
-    """The role's Consul access (the verifier reads Kafka only)."""
-    return None if role == "verifier" else role

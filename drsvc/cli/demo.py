@@ -49,19 +49,31 @@ def register(app: typer.Typer) -> None:
                 help="End the drill with the Spark check of both clusters (drsvc verify).",
             ),
         ] = True,
+        secure: Annotated[
+            bool,
+            typer.Option(
+                "--secure",
+                help="Run on a secured environment (SASL_SSL with SCRAM, ACLs, Consul ACLs over "
+                "HTTPS): every role under its own principal with only its grants, the API over "
+                "HTTPS. Its environment lives in <state dir>/demo-secure.",
+            ),
+        ] = False,
         state_dir: StateDirOption = None,
     ) -> None:
         """Run every role of drsvc on local clusters with an application that follows failovers;
         lose a site, watch the automated failover, fail back, and get the verdict. Its own
-        local environment lives in <state dir>/demo and is started afresh each time."""
+        local environment lives in <state dir>/demo (<state dir>/demo-secure with --secure) and
+        is started afresh each time."""
         base = Settings.from_env(state_dir=state_dir).state_dir
         options = DemoOptions(
             topology=topology_file,
-            state_dir=(base / "demo").resolve(),
+            # apart from the plain demo's: an environment is secured or not for its whole life
+            state_dir=(base / ("demo-secure" if secure else "demo")).resolve(),
             drill=drill,
             rate_per_s=rate,
             threshold_s=threshold_s,
             spark=spark,
+            secure=secure,
         )
         code = run_demo(options, Console())
         if code:

@@ -15,6 +15,7 @@ import typer
 
 from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_coordination import ConsulCoordinator
+from drsvc.api.tls import tls_files
 from drsvc.cli.common import (
     LogFormatOption,
     StateDirOption,
@@ -126,6 +127,24 @@ def _create_active_documents(topology: Topology, state_dir: Path) -> None:
         log.info("active documents created for %s", ", ".join(created))
 
 
+def api_role_args(
+    tokens_file: Path | None, tls_cert: Path | None, tls_key: Path | None
+) -> tuple[str, ...]:
+    """The API role's own options from ``drsvc run``'s, with absolute paths (the role runs from
+    another directory). The TLS files are checked here, so a file that cannot serve stops
+    ``drsvc run`` naming it instead of an API role that fails and is restarted over and over."""
+    args: list[str] = []
+    if tokens_file is not None:
+        args += ["--tokens-file", str(tokens_file.resolve())]
+    try:
+        tls = tls_files(tls_cert, tls_key, None)
+    except ConfigError as err:  # the API's messages name its own options
+        raise ConfigError(str(err).replace("--tls-", "--api-tls-")) from err
+    if tls is not None:
+        args += ["--tls-cert", str(tls.cert.resolve()), "--tls-key", str(tls.key.resolve())]
+    return tuple(args)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def run(
@@ -160,6 +179,18 @@ def register(app: typer.Typer) -> None:
                 help="The API role's --tokens-file (named tokens, 'name role secret' a line).",
             ),
         ] = None,
+        api_tls_cert: Annotated[
+            Path | None,
+            typer.Option(
+                "--api-tls-cert",
+                help="The API role's --tls-cert: serve HTTPS with this PEM certificate (chain); "
+                "needs --api-tls-key.",
+            ),
+        ] = None,
+        api_tls_key: Annotated[
+            Path | None,
+            typer.Option("--api-tls-key", help="The API role's --tls-key (mode 600)."),
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
         state_dir: StateDirOption = None,
         log_format: LogFormatOption = "text",
@@ -185,9 +216,7 @@ def register(app: typer.Typer) -> None:
             state_dir=state,
             log_format=log_format,
             verbose=verbose,
-            api_args=()
-            if api_tokens_file is None
-            else ("--tokens-file", str(api_tokens_file.resolve())),
+            api_args=api_role_args(api_tokens_file, api_tls_cert, api_tls_key),
         )
         live = not plain and sys.stdout.isatty()
         events = RecentEvents() if live else None

@@ -13,11 +13,15 @@
 5. The verdict from the application's own history: every acknowledged order read, except those
    drsvc reported as not replicated; nothing re-read after the planned failback; re-reads after
    the unplanned failover counted; RPO and RTO.
+
+With ``secure`` the same drill runs on a secured environment, every role under its own principal
+with only its grants, the API over HTTPS (:mod:`drsvc.demo.estate`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import subprocess
 import sys
@@ -31,13 +35,17 @@ import yaml
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
+from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_client import ConsulClient
-from drsvc.demo.service import start_run
+from drsvc.demo.estate import ApiAccess, DemoEstate, plan_runs
+from drsvc.demo.service import RunGroup, start_runs
 from drsvc.demo.service_view import ApiReader, DemoView
 from drsvc.demo.spark_check import run_verify, write_history
 from drsvc.demo.verdict import Unreplicated, Verdict, judge
 from drsvc.demo.workload import History, OrdersWorkload
+from drsvc.devenv import secure as secure_env
 from drsvc.devenv.environment import EnvironmentInfo, LocalEnvironment
 from drsvc.errors import ConfigError, LocalEnvError
 from drsvc.kafka.admin import admin_client, create_topic
@@ -67,6 +75,8 @@ class DemoOptions:
     lease_s: float = 3.0
     steady_s: float = 12.0
     spark: bool = True
+    #: a secured environment, each role under its own principal (see drsvc.demo.estate)
+    secure: bool = False
 
 
 @dataclass
@@ -88,50 +98,29 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     options.state_dir.mkdir(parents=True, exist_ok=True)
     _log_to_file(options.state_dir / "demo.log")
     view = DemoView(console)
-    env = LocalEnvironment(Settings.from_env(state_dir=options.state_dir, consul_layout="per-site"))
-    with _spinner(console) as progress:
-        task = progress.add_task("starting the local environment", total=None)
-        env.down(purge=True)
-
-        def note(message: str) -> None:
-            progress.update(task, description=f"local environment: {message}")
-
-        info = env.up(["east", "west"], progress=note, consul_layout="per-site")
-    view.step(
-        f"local environment up: east {info.clusters['east']}, west {info.clusters['west']}, "
-        f"Consul per site with a witness"
-    )
-    topology = _demo_topology(options, info)
-    for alias in ("east", "west"):
-        create_topic(admin_client(info.clusters[alias]), TOPIC, partitions=3)
-    token = secrets.token_hex(24)
-    token_file = options.state_dir / "api-token"
-    token_file.write_text(token)
-    token_file.chmod(0o600)
-    (port,) = allocate_ports("127.0.0.1", 1)
-    run = start_run(
-        topology,
-        options.state_dir,
-        ROLES,
-        {"DRSVC_API_TOKEN": token, "DRSVC_API_PORT": str(port)},
-    )
-    service = run.proc
-    reader = ApiReader(f"http://127.0.0.1:{port}", token)
+    env, info, estate = _environment(options, console, view)
+    api, service = _start_service(options, estate)
+    reader = ApiReader(api.url, api.token_file.read_text().strip(), api.ca_file)
     workload: OrdersWorkload | None = None
     try:
         _wait(reader.answers, 90, "the API to answer", service)
         reader.start()
         _wait(lambda: _leader(reader) is not None, 60, "a controller leader", service)
         view.step(
-            f"drsvc run: every role up; API and dashboard on {reader.url}/dashboard "
-            f"(token in {token_file})"
+            f"drsvc run: every role up{_runs_line(service)}; API and dashboard on "
+            f"{reader.url}/dashboard ({_api_note(api)})"
         )
         assert info.consul_http_addr is not None
-        _set_lease(topology, info.consul_http_addr, options.lease_s)
+        _set_lease(
+            estate.topologies["executor"],
+            info.consul_http_addr,
+            options.lease_s,
+            estate.consul_access("executor"),
+        )
         run_id = secrets.token_hex(4)
         workload = OrdersWorkload(
             APP,
-            topology,
+            estate.topologies["application"],
             TOPIC,
             GROUP,
             info.consul_http_addr,
@@ -149,31 +138,99 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         view.step(f"{APP}: orders written and read on east at {options.rate_per_s:.0f}/s")
         if not options.drill:
             view.step("no drill: the service runs until Ctrl-C")
+            if api.secured:
+                _print_secured(console, api, estate, serving=True)
             _until_interrupted(service)
             return 0
-        result = _drill(options, env, reader, workload, view, service, run_id)
+        result = _drill(options, env, estate, reader, workload, view, service, run_id)
         view.close()
         _print_verdict(console, result, options)
+        if api.secured:
+            _print_secured(console, api, estate, serving=False)
         return 0 if result.passed else 1
     finally:
         view.close()
         if workload is not None:
             workload.close()
         reader.stop()
-        run.stop()
+        service.stop()
         console.print(
             f"The local environment keeps running (state: {options.state_dir}); stop it with: "
             f"drsvc dev down --state-dir {options.state_dir}"
         )
 
 
+def _environment(
+    options: DemoOptions, console: Console, view: DemoView
+) -> tuple[LocalEnvironment, EnvironmentInfo, DemoEstate]:
+    """A fresh local environment (secured if asked), the demo's topologies, its topic and, on a
+    secured one, each role's grants."""
+    env = LocalEnvironment(Settings.from_env(state_dir=options.state_dir, consul_layout="per-site"))
+    with _spinner(console) as progress:
+        task = progress.add_task("starting the local environment", total=None)
+        env.down(purge=True)
+
+        def note(message: str) -> None:
+            progress.update(task, description=f"local environment: {message}")
+
+        info = env.up(
+            ["east", "west"], progress=note, consul_layout="per-site", secure=options.secure
+        )
+        estate = DemoEstate(env, options.state_dir, APP)
+        estate.prepare()
+    view.step(
+        f"local environment up: east {info.clusters['east']}, west {info.clusters['west']}, "
+        f"Consul per site with a witness"
+    )
+    if estate.secure:
+        view.step(
+            "secured: SASL_SSL with SCRAM-SHA-512, ACLs allow nothing by default, Consul with "
+            "default-deny ACLs over HTTPS"
+        )
+    estate.write_topologies(*_demo_topology(options, info))
+    for alias in ("east", "west"):
+        create_topic(admin_client(*estate.admin(alias)), TOPIC, partitions=3)
+    if estate.secure:
+        bindings = estate.grant()
+        view.step(
+            f"ACLs: {bindings} bindings on the two clusters, each role's grants as drsvc acls "
+            "plan computes them, nothing more"
+        )
+    return env, info, estate
+
+
+def _start_service(options: DemoOptions, estate: DemoEstate) -> tuple[ApiAccess, RunGroup]:
+    """``drsvc run`` of every role (one per principal on a secured environment), the API on a
+    free port."""
+    (port,) = allocate_ports("127.0.0.1", 1)
+    api, api_env, api_args = estate.api(port)
+    specs = plan_runs(
+        ROLES,
+        estate.topologies,
+        options.state_dir,
+        secure=estate.secure,
+        role_env=estate.role_env,
+        api_env=api_env,
+        api_args=api_args,
+    )
+    return api, start_runs(specs)
+
+
+def _runs_line(service: RunGroup) -> str:
+    """Which principal runs which roles, when they run apart."""
+    if len(service.specs) < 2:
+        return ""
+    return " (" + "; ".join(f"{s.label}: {s.roles}" for s in service.specs) + ")"
+
+
 def _drill(
     options: DemoOptions,
     env: LocalEnvironment,
+    estate: DemoEstate,
     reader: ApiReader,
     workload: OrdersWorkload,
     view: DemoView,
-    service: subprocess.Popen[bytes],
+    service: RunGroup,
     run_id: str,
 ) -> DrillResult:
     time.sleep(options.steady_s)
@@ -204,7 +261,7 @@ def _drill(
     _wait(lambda: _reachable(reader, "east"), 90, "east to answer", service)
     view.step("drsvc recover: east's orders that never crossed are quarantined; the flow")
     view.step("east->west, stopped for orders by the failover, copies again past them")
-    _recover(options)
+    _recover(options, estate)
     failover = reader.get(f"/v1/failovers/{failover_id}")
     divergence = (failover.get("recovery") or {}).get("divergence", [])
     rpo = sum(d["records"] for d in divergence)
@@ -246,7 +303,15 @@ def _drill(
     verdict = judge(history.acked, history.read, ranges, fault_at=fault_at, failback_at=failback_at)
     spark = (
         _spark_check(
-            options, reader, view, service, history, run_id, [failover, failback], divergence
+            options,
+            estate,
+            reader,
+            view,
+            service,
+            history,
+            run_id,
+            [failover, failback],
+            divergence,
         )
         if options.spark
         else None
@@ -256,9 +321,10 @@ def _drill(
 
 def _spark_check(
     options: DemoOptions,
+    estate: DemoEstate,
     reader: ApiReader,
     view: DemoView,
-    service: subprocess.Popen[bytes],
+    service: RunGroup,
     history: History,
     run_id: str,
     records: list[dict[str, Any]],
@@ -275,9 +341,12 @@ def _spark_check(
         records=records,
         unreplicated=divergence,
     )
-    view.step("Spark reads both clusters' orders and the history (drsvc verify)")
+    view.step(
+        "Spark reads both clusters' orders and the history (drsvc verify"
+        + (", as the verifier over SASL_SSL)" if estate.secure else ")")
+    )
     spark = run_verify(
-        options.state_dir / "topology.yaml",
+        estate.topologies["verifier"],
         history_dir,
         options.state_dir,
         options.state_dir / "verify.log",
@@ -289,9 +358,7 @@ def _spark_check(
     return spark
 
 
-def _failback(
-    reader: ApiReader, view: DemoView, service: subprocess.Popen[bytes]
-) -> dict[str, Any]:
+def _failback(reader: ApiReader, view: DemoView, service: RunGroup) -> dict[str, Any]:
     """Start the failback; while the group still has a member on east from before the fault
     (east restored the group's state with it; it leaves when its session times out), the
     failback is refused and tried again."""
@@ -310,8 +377,9 @@ def _failback(
                 "for its session to time out"
             )
             told = True
-        if service.poll() is not None:
-            raise LocalEnvError(f"drsvc run stopped (exit {service.returncode})")
+        stopped = service.stopped()
+        if stopped is not None:
+            raise LocalEnvError(stopped)
         time.sleep(2)
 
 
@@ -367,6 +435,43 @@ def _print_verdict(console: Console, result: DrillResult, options: DemoOptions) 
     console.print(f"verdict: {word}")
 
 
+def _api_note(api: ApiAccess) -> str:
+    """Where the API's token is (and on HTTPS, who issued its certificate): files, never
+    their contents."""
+    if api.ca_file is None:
+        return f"token in {api.token_file}"
+    return f"HTTPS, certificate by the CA in {api.ca_file}; token in {api.token_file}"
+
+
+def _print_secured(console: Console, api: ApiAccess, estate: DemoEstate, *, serving: bool) -> None:
+    """How the run was secured, and how to open the dashboard (``serving``: the API runs now;
+    else it stopped with the drill). Names files, never their contents."""
+    files = secure_env.secure_files(estate.env.state_dir)
+    who = ", ".join(f"{principal} ({role})" for role, principal in estate.principals().items())
+    console.print(
+        Text.assemble(
+            ("secured run", "bold"),
+            ": SASL_SSL with SCRAM-SHA-512 and ACLs that allow nothing by default on both "
+            f"clusters; every role under its own principal with only its grants: {who}; Consul "
+            "with default-deny ACLs over HTTPS, a token per role; the API over HTTPS with a token.",
+        )
+    )
+    lines = [
+        f"dashboard: {api.url}/dashboard"
+        + ("" if serving else " while the demo ran (drsvc demo --secure --no-drill keeps it up)"),
+        f"  trust the environment's CA, which issued its certificate: {files.ca_file}",
+        "  (import it into the browser's authorities, or pass it to curl with --cacert)",
+        f"  the API token, to paste into the dashboard, is in {api.token_file}",
+        f"  e.g. curl --cacert {files.ca_file} "
+        f'-H "Authorization: Bearer $(cat {api.token_file})" {api.url}/v1/apps',
+        f"each role's topology: {estate.state_dir}/topology-<role>.yaml (passwords and tokens "
+        f"named by file, under {files.root})",
+    ]
+    for line in lines:
+        # the terminal wraps them: a path or command cut by a hard line break cannot be copied
+        console.print(Text(line), soft_wrap=True)
+
+
 def _spark_table(spark: dict[str, Any]) -> Table:
     table = Table(title="Spark check of both clusters (drsvc verify)", show_header=False)
     table.add_column()
@@ -403,8 +508,9 @@ def _spark_table(spark: dict[str, Any]) -> Table:
 # -- the service ------------------------------------------------------------------------------
 
 
-def _demo_topology(options: DemoOptions, info: EnvironmentInfo) -> Path:
-    """The topology with the local clusters' addresses and the demo's timings."""
+def _demo_topology(options: DemoOptions, info: EnvironmentInfo) -> tuple[dict[str, Any], str]:
+    """The topology with the local clusters' addresses and the demo's timings, and the comment
+    its files start with."""
     try:
         document: dict[str, Any] = yaml.safe_load(options.topology.read_text())
     except (OSError, yaml.YAMLError) as err:
@@ -424,15 +530,13 @@ def _demo_topology(options: DemoOptions, info: EnvironmentInfo) -> Path:
         raise ConfigError(f"the demo runs application {APP}; {options.topology} has none")
     apps[0]["lease_s"] = options.lease_s
     apps[0]["auto_failover"] = True
-    path = options.state_dir / "topology.yaml"
-    path.write_text(
+    header = (
         f"# {options.topology.name} with the demo's timings (a few seconds instead of a minute)\n"
-        + yaml.safe_dump(document, sort_keys=False)
     )
-    return path
+    return document, header
 
 
-def _recover(options: DemoOptions) -> None:
+def _recover(options: DemoOptions, estate: DemoEstate) -> None:
     done = subprocess.run(
         [
             sys.executable,
@@ -440,7 +544,7 @@ def _recover(options: DemoOptions) -> None:
             "drsvc.cli.main",
             "recover",
             "-t",
-            str(options.state_dir / "topology.yaml"),
+            str(estate.topologies["executor"]),
             "--app",
             APP,
             "--json",
@@ -451,24 +555,26 @@ def _recover(options: DemoOptions) -> None:
         text=True,
         timeout=300,
         check=False,
+        # as the executor: on a secured environment its Consul token (by file) and CA
+        env={**os.environ, **estate.role_env("executor")},
     )
     log.info("drsvc recover: %s %s", done.stdout, done.stderr)
     if done.returncode != 0:
         raise LocalEnvError(f"drsvc recover failed: {done.stderr.strip() or done.stdout.strip()}")
 
 
-def _set_lease(topology: Path, consul: str, lease_s: float) -> None:
+def _set_lease(topology: Path, consul: str, lease_s: float, access: ConsulAccess | None) -> None:
     """The application is active on its preferred cluster with the demo's lease from the start
     (before any client reads the key: a key never written means the default 15 s lease)."""
     loaded = load_topology(topology)
     app = loaded.application(APP)
     key = app_active_key(loaded.namespace, APP)
-    ConsulClient(consul).kv_put(
+    ConsulClient(consul, access=access).kv_put(
         key, ActiveDocument(app.preferred, lease_ms=int(lease_s * 1000)).encode()
     )
 
 
-def _until_interrupted(service: subprocess.Popen[bytes]) -> None:
+def _until_interrupted(service: RunGroup) -> None:
     try:
         while service.poll() is None:
             time.sleep(1)
@@ -479,13 +585,12 @@ def _until_interrupted(service: subprocess.Popen[bytes]) -> None:
 # -- small helpers ------------------------------------------------------------------------------
 
 
-def _wait(
-    predicate: Callable[[], bool], timeout_s: float, what: str, service: subprocess.Popen[bytes]
-) -> None:
+def _wait(predicate: Callable[[], bool], timeout_s: float, what: str, service: RunGroup) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if service.poll() is not None:
-            raise LocalEnvError(f"drsvc run stopped (exit {service.returncode}) waiting for {what}")
+        stopped = service.stopped()
+        if stopped is not None:
+            raise LocalEnvError(f"{stopped}, waiting for {what}")
         try:
             if predicate():
                 return

@@ -12,21 +12,21 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from drsvc.runtime.supervisor.parent_death import die_with_parent_hook
 
-__all__ = ["RUN_LOG", "RunProcess", "run_argv", "start_run"]
+__all__ = ["RUN_LOG", "RunGroup", "RunProcess", "RunSpec", "run_argv", "start_run", "start_runs"]
 
 #: the service's output, in the state directory it runs with
 RUN_LOG = "drsvc-run.log"
 
 
-def run_argv(topology: Path, state_dir: Path, roles: str) -> list[str]:
-    """The command line of ``drsvc run`` with ``roles`` for ``topology``."""
+def run_argv(topology: Path, state_dir: Path, roles: str, args: Sequence[str] = ()) -> list[str]:
+    """The command line of ``drsvc run`` with ``roles`` for ``topology``, and ``args``."""
     return [
         sys.executable,
         "-m",
@@ -41,6 +41,7 @@ def run_argv(topology: Path, state_dir: Path, roles: str) -> list[str]:
         str(state_dir),
         "--summary-every-s",
         "0",
+        *args,
     ]
 
 
@@ -67,16 +68,20 @@ class RunProcess:
 
 
 def start_run(
-    topology: Path, state_dir: Path, roles: str, env: Mapping[str, str] | None = None
+    topology: Path,
+    state_dir: Path,
+    roles: str,
+    env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> RunProcess:
     """Starts ``drsvc run`` with ``roles`` for ``topology`` and its state in ``state_dir``, in
-    this process's environment plus ``env``. Call it from the main thread: the child dies with
-    the thread that started it."""
+    this process's environment plus ``env``, with ``args`` added to its command line. Call it
+    from the main thread: the child dies with the thread that started it."""
     state_dir.mkdir(parents=True, exist_ok=True)
     log = (state_dir / RUN_LOG).open("ab")
     try:
         proc = subprocess.Popen(
-            run_argv(topology, state_dir, roles),
+            run_argv(topology, state_dir, roles, args),
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
@@ -89,3 +94,64 @@ def start_run(
         log.close()
         raise
     return RunProcess(proc, log)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One ``drsvc run``: its topology (which names the principal it runs as), its state
+    directory, its roles, the variables it gets and the options it adds."""
+
+    topology: Path
+    state_dir: Path
+    roles: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    #: who runs it (its principal), for messages
+    label: str = ""
+
+
+@dataclass
+class RunGroup:
+    """The ``drsvc run`` processes of one service, watched as one: on secured clusters each
+    principal's roles run apart, and the service is down when any of them stopped."""
+
+    runs: list[RunProcess]
+    specs: list[RunSpec]
+
+    def poll(self) -> int | None:
+        """The exit code of the first run that stopped (None: every run is running)."""
+        for run in self.runs:
+            code = run.proc.poll()
+            if code is not None:
+                return code
+        return None
+
+    def stopped(self) -> str | None:
+        """Which run stopped and where its log is (None: none)."""
+        for run, spec in zip(self.runs, self.specs, strict=True):
+            code = run.proc.poll()
+            if code is not None:
+                who = f" as {spec.label}" if spec.label else ""
+                return (
+                    f"drsvc run --roles {spec.roles}{who} stopped (exit {code}); "
+                    f"see {spec.state_dir / RUN_LOG}"
+                )
+        return None
+
+    def stop(self) -> None:
+        for run in self.runs:
+            run.stop()
+
+
+def start_runs(specs: Sequence[RunSpec]) -> RunGroup:
+    """Starts every run of ``specs`` (see :func:`start_run`); stops those already started when
+    one cannot start."""
+    runs: list[RunProcess] = []
+    try:
+        for spec in specs:
+            runs.append(start_run(spec.topology, spec.state_dir, spec.roles, spec.env, spec.args))
+    except BaseException:
+        for run in runs:
+            run.stop()
+        raise
+    return RunGroup(runs, list(specs))

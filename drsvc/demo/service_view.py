@@ -12,6 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -26,9 +27,11 @@ __all__ = ["ApiReader", "DemoView"]
 class ApiReader:
     """Polls the API; keeps the latest answer of each endpoint (None until one arrived)."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, ca_file: Path | None = None) -> None:
         self.url = url
         self._auth = {"Authorization": f"Bearer {token}"}
+        #: an https API's certificate is checked against the CA that issued it
+        self._verify: bool | str = True if ca_file is None else str(ca_file)
         self.latest: dict[str, Any] = {}
         self.events: deque[dict[str, Any]] = deque(maxlen=8)
         self._last_event = 0
@@ -36,17 +39,22 @@ class ApiReader:
         self._thread = threading.Thread(target=self._poll, name="demo-api-reader", daemon=True)
 
     def get(self, path: str, timeout_s: float = 10.0) -> Any:
-        answer = requests.get(self.url + path, timeout=timeout_s, headers=self._auth)
+        answer = requests.get(
+            self.url + path, timeout=timeout_s, headers=self._auth, verify=self._verify
+        )
         answer.raise_for_status()
         return answer.json()
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        answer = requests.post(self.url + path, json=body, timeout=120, headers=self._auth)
+        answer = requests.post(
+            self.url + path, json=body, timeout=120, headers=self._auth, verify=self._verify
+        )
         return answer.status_code, answer.json()
 
     def answers(self) -> bool:
         try:
-            return requests.get(self.url + "/readyz", timeout=2).status_code == 200
+            answer = requests.get(self.url + "/readyz", timeout=2, verify=self._verify)
+            return answer.status_code == 200
         except requests.RequestException:
             return False
 

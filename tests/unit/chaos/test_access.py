@@ -1,72 +1,16 @@
-"""Who each process of a scenario is on secured clusters (chaos.access)."""
+"""What the chaos workload may do on secured clusters, and a scenario's topology rendered for
+each role (chaos.access; the roles' principals and topologies are tested in
+tests/unit/devenv/test_role_access.py)."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-
-from chaos.access import (
-    TOPOLOGY_ROLES,
-    principal_of,
-    role_topology,
-    split_run_roles,
-    workload_grants,
-)
+from chaos.access import TOPOLOGY_ROLES, principal_of, role_topology, workload_grants
 from chaos.runner import APP, _topology_document
 from chaos.scenarios import find
-from chaos.service import ROLES
 from drsvc.topology import load_topology_text
 from failover.kafka_acls import Operation, PatternType, ResourceType
-
-DOCUMENT = {
-    "name": "t",
-    "clusters": {"east": {"bootstrap_servers": "h:1"}, "west": {"bootstrap_servers": "h:2"}},
-    "flows": [{"source": "east", "target": "west"}],
-}
-
-
-def test_each_role_runs_as_its_own_principal() -> None:
-    assert {r: principal_of(r, "app") for r in TOPOLOGY_ROLES} == {
-        "replicator": "drsvc-replicator",
-        "checkpoints": "drsvc-checkpoints",
-        "executor": "drsvc-executor",
-        "application": "app-app",
-        "verifier": "drsvc-verifier",
-    }
-
-
-def test_every_role_of_drsvc_run_goes_to_the_principal_that_holds_it() -> None:
-    assert split_run_roles(ROLES) == {
-        "replicator": "replicate,heartbeats",
-        "checkpoints": "checkpoints",
-        "executor": "controller",
-    }
-    assert split_run_roles(f"{ROLES},api")["executor"] == "controller,api"
-
-
-def test_a_role_no_principal_runs_is_refused() -> None:
-    with pytest.raises(ValueError, match="no principal runs the role 'gossip'"):
-        split_run_roles("replicate,gossip")
-
-
-def test_the_role_topology_gives_every_cluster_the_security_block() -> None:
-    security = {"protocol": "SASL_SSL", "sasl": {"username": "drsvc-executor"}}
-    consul = {"address": "https://127.0.0.1:8501"}
-
-    rendered = role_topology(DOCUMENT, security, consul)
-
-    assert rendered["clusters"] == {
-        "east": {"bootstrap_servers": "h:1", "security": security},
-        "west": {"bootstrap_servers": "h:2", "security": security},
-    }
-    assert rendered["consul"] == consul
-    assert rendered["flows"] == DOCUMENT["flows"]
-    assert "security" not in DOCUMENT["clusters"]["east"]  # type: ignore[index]
-
-
-def test_without_blocks_the_topology_is_unchanged() -> None:
-    assert role_topology(DOCUMENT, None, None) == DOCUMENT
 
 
 def test_the_workload_may_write_and_read_the_scenario_s_names_only() -> None:
