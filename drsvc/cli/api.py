@@ -32,6 +32,7 @@ from drsvc.errors import ConfigError
 from drsvc.runtime.failover.connect import connect_executor
 from drsvc.runtime.failover.executor import FailoverExecutor
 from drsvc.runtime.heartbeats.observer import HeartbeatObserver
+from drsvc.runtime.translation.kept_syncs import KeptSyncs
 from drsvc.settings import Settings
 from drsvc.topology.models import Topology
 from failover.failover_plan import DEFAULT_CATCH_UP_TIMEOUT_S
@@ -70,6 +71,9 @@ def build_service(
     exposure_ttl_s: float = _DEFAULT_LIMITS.exposure_ttl_s,
 ) -> ApiService:
     """The API's service: its reads and its failovers each on an executor of their own kind."""
+    # Executors are made per request; the offset indexes are kept across them, so a request
+    # reads only the syncs written since the last one instead of whole sync topics.
+    kept = KeptSyncs()
 
     def executor(probe_timeout_s: float) -> FailoverExecutor:
         return connect_executor(
@@ -80,6 +84,7 @@ def build_service(
             catch_up_timeout_s=catch_up_timeout_s,
             probe_timeout_s=probe_timeout_s,
             on_event=lambda message: log.info("%s", message),
+            kept=kept,
         )
 
     return ApiService(

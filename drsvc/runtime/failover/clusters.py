@@ -35,7 +35,8 @@ from drsvc.runtime.failover.fencing import FencingReport, fence_transactional_id
 from drsvc.runtime.failover.replay import ReplaySource, ReplayTarget, replay
 from drsvc.runtime.replication.repair import unsynced_copies
 from drsvc.runtime.translation.cluster_view import KafkaClusterView
-from drsvc.runtime.translation.group_translation import GroupTranslation, translate_group
+from drsvc.runtime.translation.group_translation import GroupTranslation, translate_groups
+from drsvc.runtime.translation.kept_syncs import KeptSyncs
 from drsvc.topology.models import Topology
 from failover.checkpoints import Checkpoint, CheckpointKey
 from failover.site_recovery import DivergentRange, PartitionOffset, crossed_end
@@ -76,6 +77,13 @@ class FailoverClusters(Protocol):
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
         """The group's committed offsets on ``from_alias`` translated to ``to_alias`` (None:
         the group has never committed there)."""
+        ...
+
+    def translate_groups(
+        self, groups: Sequence[str], from_alias: str, to_alias: str
+    ) -> dict[str, GroupTranslation | None]:
+        """:meth:`translate` for each of ``groups``, reading each offset-sync topic once for
+        all of them."""
         ...
 
     def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
@@ -149,6 +157,12 @@ class KafkaFailoverClusters:
     client per cluster for the life of this object. The translation view, the checkpoint,
     repair and replay readers are handed the cluster's resolved settings
     (:meth:`client_config`), as they take them.
+
+    Offset-sync topics are read into the indexes of ``kept`` (one of its own when None), which
+    the translation views keep and extend: the first translation reads a sync topic whole, later
+    ones only the syncs written since. A failover's executor holds one of these objects for the
+    whole failover, so its steps share the indexes; objects made per request (the API's) share
+    them through one ``kept`` passed to each.
     """
 
     def __init__(
@@ -159,6 +173,7 @@ class KafkaFailoverClusters:
         timeout_s: float = 30.0,
         probe_timeout_s: float = 5.0,
         clients: KafkaClients | None = None,
+        kept: KeptSyncs | None = None,
     ) -> None:
         self._topology = topology
         self._bootstraps = dict(bootstraps or {})
@@ -166,6 +181,7 @@ class KafkaFailoverClusters:
         self._probe_timeout_s = probe_timeout_s
         self._clients = clients if clients is not None else KafkaClients(topology, bootstraps)
         self._views: dict[str, KafkaClusterView] = {}
+        self._kept = kept if kept is not None else KeptSyncs()
 
     def client_config(self, alias: str) -> dict[str, str]:
         """Where cluster ``alias`` is and how to authenticate to it, secrets read now."""
@@ -175,7 +191,11 @@ class KafkaFailoverClusters:
         if alias not in self._views:
             # The view shares this factory: one admin client per cluster, not one each.
             self._views[alias] = KafkaClusterView(
-                alias, self.client_config(alias), self._timeout_s, clients=self._clients
+                alias,
+                self.client_config(alias),
+                self._timeout_s,
+                clients=self._clients,
+                kept=self._kept,
             )
         return self._views[alias]
 
@@ -227,10 +247,13 @@ class KafkaFailoverClusters:
         return True
 
     def translate(self, group: str, from_alias: str, to_alias: str) -> GroupTranslation | None:
+        return self.translate_groups([group], from_alias, to_alias)[group]
+
+    def translate_groups(
+        self, groups: Sequence[str], from_alias: str, to_alias: str
+    ) -> dict[str, GroupTranslation | None]:
         views = {alias: self._view(alias) for alias in (from_alias, to_alias)}
-        if not views[from_alias].committed(group):
-            return None
-        return translate_group(self._topology, group, from_alias, to_alias, views)
+        return translate_groups(self._topology, groups, from_alias, to_alias, views)
 
     def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
         topic = self._topology.internal_names().checkpoints_topic(from_alias)

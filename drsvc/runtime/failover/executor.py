@@ -768,8 +768,12 @@ class FailoverExecutor:
                     f"group {group} has {len(members)} member(s) on {plan.from_cluster}: "
                     + ", ".join(str(m) for m in members)
                 )
-        for group in app.groups:
-            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+        # One read of each offset-sync topic for every group: the kept indexes read only the
+        # syncs written since the last poll (the application is deactivated meanwhile).
+        translations = self._clusters.translate_groups(
+            app.groups, plan.from_cluster, plan.to_cluster
+        )
+        for group, translation in translations.items():
             if translation is None:
                 continue
             for p in translation.partitions:
@@ -796,8 +800,10 @@ class FailoverExecutor:
         flow copies: a planned failover would otherwise deactivate the application, wait the
         whole catch-up timeout for it, and roll back."""
         problems: list[str] = []
-        for group in app.groups:
-            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+        translations = self._clusters.translate_groups(
+            app.groups, plan.from_cluster, plan.to_cluster
+        )
+        for group, translation in translations.items():
             if translation is None:
                 continue
             problems.extend(
@@ -906,8 +912,10 @@ class FailoverExecutor:
 
     def _translated_targets(self, app: Application, plan: FailoverPlan) -> list[GroupTarget]:
         targets = []
-        for group in app.groups:
-            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+        translations = self._clusters.translate_groups(
+            app.groups, plan.from_cluster, plan.to_cluster
+        )
+        for group, translation in translations.items():
             if translation is None:
                 continue
             unknown = []

@@ -23,9 +23,12 @@ from drsvc.kafka.admin import (
 )
 from drsvc.kafka.clients import KafkaClients
 from drsvc.kafka.errors import translated
+from drsvc.kafka.read_progress import ReadLimits
 from drsvc.kafka.types import AdminClient
 from drsvc.kafka.types import TopicPartition as KafkaPartition
-from drsvc.runtime.translation.sync_reader import SyncTopicRead, read_sync_topic
+from drsvc.runtime.translation.kept_syncs import KeptSyncs
+from drsvc.runtime.translation.sync_reader import SyncTopicRead
+from failover import naming
 from failover.offset_syncs import TopicPartition
 
 
@@ -55,7 +58,8 @@ class ClusterView(Protocol):
         ...
 
     def read_syncs(self, sync_topic: str, topics: Collection[str]) -> SyncTopicRead:
-        """The offset syncs in ``sync_topic`` on this cluster for source ``topics``."""
+        """The offset syncs in ``sync_topic`` on this cluster for source ``topics``, up to the
+        topic's end now."""
         ...
 
 
@@ -65,6 +69,10 @@ class KafkaClusterView:
 
     Its clients come from ``clients`` (built from ``client_config`` when None): one admin client
     for the cluster, shared with whoever shares the factory, and a consumer per read.
+
+    Sync topics are read into the indexes of ``kept`` (its own when None): in full the first
+    time, then only the syncs written since (:mod:`~drsvc.runtime.translation.kept_syncs`).
+    Views that share one :class:`KeptSyncs` share the indexes; it may be shared between threads.
     """
 
     def __init__(
@@ -74,13 +82,14 @@ class KafkaClusterView:
         timeout_s: float = 30.0,
         *,
         clients: KafkaClients | None = None,
+        kept: KeptSyncs | None = None,
     ):
         self.alias = alias
-        self._client = dict(client_config)
         self._timeout_s = timeout_s
         self._clients = (
             clients if clients is not None else KafkaClients.for_configs({alias: client_config})
         )
+        self._kept = kept if kept is not None else KeptSyncs()
 
     @property
     def clients(self) -> KafkaClients:
@@ -141,11 +150,17 @@ class KafkaClusterView:
         return {TopicPartition(topic, p): offset for (topic, p), offset in found.items()}
 
     def read_syncs(self, sync_topic: str, topics: Collection[str]) -> SyncTopicRead:
-        return read_sync_topic(
-            self._client,
+        # The id tells a recreated topic from one that only grew, even when the new one has
+        # already passed the offsets read of the old (the kept index is then rebuilt).
+        topic_id = self.topic_ids([sync_topic]).get(sync_topic)
+        with self._clients.reader(
+            self.alias,
             sync_topic,
-            cluster=self.alias,
-            topics=topics,
-            timeout_s=max(self._timeout_s, 60.0),
-            clients=self._clients,
-        )
+            what="offset-sync topic",
+            # Named so operators see who reads; never joined nor committed to.
+            group=naming.TRANSLATE_READER_GROUP,
+            committed=True,
+            # A long first read keeps going while it moves (see sync_reader).
+            limits=ReadLimits(stall_s=max(self._timeout_s, 60.0)),
+        ) as reader:
+            return self._kept.topic(self.alias, sync_topic).extend(reader, topic_id, topics)

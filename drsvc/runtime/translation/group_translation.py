@@ -61,6 +61,7 @@ __all__ = [
     "reason_waits_can_fix",
     "select_flows",
     "translate_group",
+    "translate_groups",
     "translate_partition",
 ]
 
@@ -511,42 +512,127 @@ def translate_group(
     unknown cluster, clusters no single flow joins, a group the flows exclude, and a group with no
     committed offsets on ``from_alias``.
     """
-    choice = select_flows(topology, group, from_alias, to_alias)
-    source, destination = views[from_alias], views[to_alias]
-    committed = source.committed(group)
-    if not committed:
+    found = translate_groups(topology, [group], from_alias, to_alias, views)[group]
+    if found is None:
         raise ConfigError(
             f"consumer group '{group}' has no committed offsets on cluster '{from_alias}' "
             "(it does not exist there, or has never committed)"
         )
+    return found
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What one group's translation reads before the syncs."""
+
+    group: str
+    choice: FlowChoice
+    committed: Mapping[TopicPartition, CommittedOffset]
+    routes: dict[str, Route]
+    unrouted: tuple[Unrouted, ...]
+    fallbacks: dict[str, Route]
+    sealed: dict[TopicPartition, int]
+
+    def synced_topics(self, direction: Direction) -> set[str]:
+        chosen = [*self.routes.values(), *self.fallbacks.values()]
+        return {r.synced_topic for r in chosen if r.direction == direction}
+
+
+def translate_groups(
+    topology: Topology,
+    groups: Sequence[str],
+    from_alias: str,
+    to_alias: str,
+    views: Mapping[str, ClusterView],
+) -> dict[str, GroupTranslation | None]:
+    """:func:`translate_group` for several groups, with one read of each sync topic for all of
+    them (a planned failover asks for every group of an application once a second). A group
+    with no committed offsets on ``from_alias`` maps to None.
+
+    The order of the reads is each group's: committed offsets and sealed ends of every group,
+    then the syncs, then every group's topic ids and end offsets, so that the syncs are read
+    after what must precede them and before what must follow them, for every group.
+    """
+    prepared = [_prepare(topology, g, from_alias, to_alias, views[from_alias]) for g in groups]
+    reads = _read_syncs(topology, [p for p in prepared if p is not None], views)
+    return {
+        group: None if p is None else _finish(topology, p, from_alias, to_alias, views, reads)
+        for group, p in zip(groups, prepared, strict=True)
+    }
+
+
+def _prepare(
+    topology: Topology, group: str, from_alias: str, to_alias: str, source: ClusterView
+) -> _Prepared | None:
+    choice = select_flows(topology, group, from_alias, to_alias)
+    committed = source.committed(group)
+    if not committed:
+        return None
     routes, unrouted = plan_routes(topology, choice, committed)
     fallbacks = identity_fallbacks(topology, choice, routes)
-    notes = list(choice.notes)
-
     # Before the syncs: where the exactly-once copies the group reads upstream are sealed.
     sealed = _sealed_copy_ends(source, choice, [*routes.values(), *fallbacks.values()], committed)
-    # Syncs first, end offsets afterwards (see the module docstring).
-    reads: dict[Direction, SyncTopicRead] = {}
+    return _Prepared(group, choice, committed, routes, unrouted, fallbacks, sealed)
+
+
+_Reads = dict[tuple[Direction, str], SyncTopicRead]
+"""Sync reads by direction and flow id."""
+
+
+def _read_syncs(
+    topology: Topology, prepared: Sequence[_Prepared], views: Mapping[str, ClusterView]
+) -> _Reads:
+    """One read per flow and direction, of the synced topics of every group that uses it."""
     names = topology.internal_names()
+    wanted: dict[tuple[Direction, str], tuple[Flow, set[str]]] = {}
+    for p in prepared:
+        ways: tuple[tuple[Direction, Flow | None], ...] = (
+            ("downstream", p.choice.downstream),
+            ("upstream", p.choice.upstream),
+        )
+        for direction, flow in ways:
+            topics = p.synced_topics(direction)
+            if flow is not None and topics:
+                wanted.setdefault((direction, flow.id), (flow, set()))[1].update(topics)
+    return {
+        key: views[flow.target].read_syncs(names.offset_syncs_topic(flow.source), topics)
+        for key, (flow, topics) in wanted.items()
+    }
+
+
+def _finish(
+    topology: Topology,
+    prepared: _Prepared,
+    from_alias: str,
+    to_alias: str,
+    views: Mapping[str, ClusterView],
+    all_reads: _Reads,
+) -> GroupTranslation:
+    source, destination = views[from_alias], views[to_alias]
+    choice, committed, routes = prepared.choice, prepared.committed, prepared.routes
+    fallbacks, sealed = prepared.fallbacks, prepared.sealed
+    notes = list(choice.notes)
+    reads: dict[Direction, SyncTopicRead] = {}
     candidates: tuple[tuple[Direction, Flow | None], ...] = (
         ("downstream", choice.downstream),
         ("upstream", choice.upstream),
     )
     for direction, flow in candidates:
-        chosen = [*routes.values(), *fallbacks.values()]
-        topics = {r.synced_topic for r in chosen if r.direction == direction}
+        topics = prepared.synced_topics(direction)
         if flow is None or not topics:
             continue
-        read = views[flow.target].read_syncs(names.offset_syncs_topic(flow.source), topics)
+        read = all_reads[direction, flow.id]
         reads[direction] = read
         if not read.exists:
             notes.append(
                 f"offset-sync topic {read.topic} does not exist on '{read.cluster}': flow "
                 f"{flow.id} has never copied anything, so nothing of it can be translated"
             )
+        # As a read of this group's topics alone reports them (the read may serve others).
         notes.extend(
             f"offset syncs of {tp.topic}-{tp.partition} contradict each other: {message}"
             for tp, message in sorted(read.conflicts.items())
+            if tp.topic in topics
         )
 
     group_ids = source.topic_ids({r.group_topic for r in routes.values()})
@@ -584,13 +670,14 @@ def translate_group(
                 break
         assert translated is not None
         partitions.append(translated)
+    group = prepared.group
     application = next((a.name for a in topology.applications if group in a.groups), None)
     return GroupTranslation(
         group=group,
         from_alias=from_alias,
         to_alias=to_alias,
         partitions=tuple(partitions),
-        unrouted=unrouted,
+        unrouted=prepared.unrouted,
         notes=tuple(notes),
         application=application,
         as_of_ms=as_of_ms,

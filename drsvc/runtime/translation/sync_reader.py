@@ -59,6 +59,9 @@ class SyncTopicRead:
     applied: int = 0
     #: source partitions whose syncs contradicted each other: the first contradiction seen
     conflicts: dict[TopicPartition, str] = field(default_factory=dict)
+    #: the read began at the topic's log start (False: it extended a kept index, and
+    #: ``records`` and ``applied`` count only what it read now)
+    full: bool = True
 
     def add_record(
         self,

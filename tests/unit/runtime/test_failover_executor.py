@@ -213,6 +213,17 @@ def test_replication_that_catches_up_in_time_completes(
     assert record.state is FailoverState.COMPLETED
 
 
+def test_each_poll_of_the_wait_translates_every_group_at_once(
+    store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
+) -> None:
+    # One call per poll, each reading a sync topic once for all groups (no call per group).
+    clusters.lagging_rounds = 4
+    record = _executor(store, clusters, clock).start(FailoverRequest("app", "west"))
+    assert record.state is FailoverState.COMPLETED
+    assert len(clusters.group_batches) >= 3
+    assert set(clusters.group_batches) == {(("g1", "g2"), "east", "west")}
+
+
 def test_a_member_that_joins_on_the_target_after_planning_rolls_back(
     store: MemoryCoordinator, clusters: FakeFailoverClusters, clock: Clock
 ) -> None:

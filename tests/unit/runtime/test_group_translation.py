@@ -27,6 +27,7 @@ from drsvc.runtime.translation.group_translation import (
     GroupTranslation,
     select_flows,
     translate_group,
+    translate_groups,
 )
 from drsvc.runtime.translation.sync_reader import SyncTopicRead
 from drsvc.topology import Topology, load_topology_text
@@ -258,6 +259,25 @@ def test_syncs_are_read_before_end_offsets() -> None:
     translate_group(topology(ONE_WAY), "g", "east", "west", views(east, west))
     assert west.calls.index("syncs") < west.calls.index("ends")
     assert "ends" in east.calls
+
+
+def test_several_groups_read_each_sync_topic_once_between_their_other_reads() -> None:
+    east, west = shifted_pair()
+    commit(east, "g", "orders", {0: 650})
+    commit(east, "h", "orders", {0: 1000})
+    found = translate_groups(
+        topology(ONE_WAY), ["g", "ghost", "h"], "east", "west", views(east, west)
+    )
+
+    assert found["ghost"] is None
+    assert [p.target_offset for p in found["g"].partitions] == [150]  # type: ignore[union-attr]
+    assert [p.target_offset for p in found["h"].partitions] == [500]  # type: ignore[union-attr]
+    alone = translate_group(topology(ONE_WAY), "g", "east", "west", views(east, west))
+    assert found["g"] is not None and found["g"].partitions == alone.partitions
+    assert west.calls.count("syncs") == 2  # once for the three groups, once for the single one
+    first_syncs = west.calls.index("syncs")
+    # Every group's commits before the syncs, every end offset after them.
+    assert east.calls[:3] == ["committed"] * 3 and "ends" not in west.calls[:first_syncs]
 
 
 def test_active_active_routes_each_topic_its_own_way() -> None:

@@ -54,6 +54,8 @@ class FakeFailoverClusters:
     #: every fencing: (cluster, transactional ids); ids in unfenceable fail with a reason
     fencings: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     unfenceable: set[str] = field(default_factory=set)
+    #: every translate_groups() call: (groups, from, to); a real one reads each sync topic once
+    group_batches: list[tuple[tuple[str, ...], str, str]] = field(default_factory=list)
 
     def _up(self, alias: str) -> None:
         if alias in self.down:
@@ -90,6 +92,12 @@ class FakeFailoverClusters:
             self.lagging_rounds -= 1
             parts = [replace(p, not_replicated=5) for p in parts]
         return GroupTranslation(group, from_alias, to_alias, tuple(parts))
+
+    def translate_groups(
+        self, groups: Sequence[str], from_alias: str, to_alias: str
+    ) -> dict[str, GroupTranslation | None]:
+        self.group_batches.append((tuple(groups), from_alias, to_alias))
+        return {group: self.translate(group, from_alias, to_alias) for group in groups}
 
     def checkpoints(self, from_alias: str, to_alias: str) -> dict[CheckpointKey, Checkpoint]:
         self._up(to_alias)
