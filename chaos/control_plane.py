@@ -33,15 +33,14 @@ from chaos.service import Service
 from chaos.switch_times import ClockStep
 from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_coordination import ConsulCoordinator
+from drsvc.adapters.record_store import read_record
 from drsvc.errors import LocalEnvError
 from drsvc.runtime.failover.views import record_document
 from failover.active import decode_active
-from failover.failover_record import decode_record
 from failover.naming import (
     app_active_key,
     app_failover_key,
     app_lock_key,
-    failover_record_key,
 )
 
 Executor = Literal["cli", "api", "stepped-clock"]
@@ -101,8 +100,8 @@ class ControlPlane:
         return None if entry is None or not entry.value else entry.value
 
     def record(self, failover_id: str) -> dict[str, Any] | None:
-        entry = self.coordinator().get(failover_record_key(self.namespace, failover_id))
-        return None if entry is None else record_document(decode_record(entry.value))
+        record = read_record(self.coordinator(), self.namespace, failover_id)
+        return None if record is None else record_document(record)
 
     def wait_new_failover(self, after: str | None, timeout_s: float, stop: threading.Event) -> str:
         """The id of the application's next failover (one other than ``after``) once it is

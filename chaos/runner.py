@@ -48,6 +48,7 @@ from chaos.world import World
 from drsvc.adapters.consul_access import ConsulAccess
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
+from drsvc.adapters.record_store import read_records
 from drsvc.devenv.ports import allocate_ports
 from drsvc.errors import LocalEnvError
 from drsvc.kafka.acls import create_acls
@@ -63,8 +64,8 @@ from drsvc.verify import histories
 from drsvc.verify.kafka_options import cluster_read_options
 from drsvc.verify.switches import switch_row
 from failover.active import ActiveDocument
-from failover.failover_record import decode_record
-from failover.naming import app_active_key, failovers_prefix
+from failover.errors import FormatError
+from failover.naming import app_active_key
 
 APP = "app"
 #: where drsvc's processes run (and the Consul agent they use)
@@ -566,10 +567,7 @@ class ScenarioRun:
 
     def _records(self) -> list[dict[str, Any]]:
         coordinator = ConsulCoordinator(self.consul, access=self._consul_access("executor"))
-        return [
-            record_document(decode_record(e.value))
-            for e in coordinator.list(failovers_prefix(self.tag))
-        ]
+        return [record_document(r) for r in read_records(coordinator, self.tag, _unreadable)]
 
     def _drill(
         self, context: ChaosContext, topology: Path, service: Service, sampler: LagSampler
@@ -839,3 +837,8 @@ def run_scenario(scenario: Scenario, seed: int, world: World) -> Outcome:
     if scenario.needs_links and world.links is None:
         raise LookupError(f"scenario {scenario.name} needs an environment with links between sites")
     return ScenarioRun(scenario, seed, world).run()
+
+
+def _unreadable(key: str, err: FormatError) -> None:
+    """A record the drill cannot read fails it, naming the key."""
+    raise FormatError(f"failover record {key}: {err}") from err

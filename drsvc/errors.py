@@ -19,8 +19,10 @@ Every failure that reaches an operator is a :class:`DrsvcError`. Third-party exc
     │   └── RefusedError            a request that must not be carried out as things stand
     │       ├── PreconditionFailedError
     │       │                       the caller's expectations (kind, epoch) no longer hold
-    │       └── RequestMismatchError
-    │                               a request id already names a different request
+    │       ├── RequestMismatchError
+    │       │                       a request id already names a different request
+    │       └── TooLargeError       a write too large for the coordination store (Consul's
+    │                               413, or a failover record over its ceiling)
     └── TemporaryError              the same call may succeed later (.delay hints when)
         ├── KafkaUnavailableError   brokers unreachable or timed out
         ├── FatalClientError        a Kafka client can never be used again: the process stops
@@ -183,3 +185,11 @@ class RequestMismatchError(RefusedError):
     """A request id that an earlier, different request of the application already used
     (another target, or force where there was none). The API answers 409 ``request_mismatch``:
     a new request needs a new id."""
+
+
+class TooLargeError(RefusedError):
+    """A write the coordination store refuses for its size, so nothing of it was written:
+    Consul answered 413 (a value over ``kv_max_value_size``, a transaction over
+    ``txn_max_req_len`` or over its operations' limit), or a failover record is over the
+    ceiling of what is stored for one failover. A failover met by it before it changed
+    anything does not start; one met by it later rolls back."""

@@ -13,7 +13,8 @@ that catch ``ValueError`` keep doing so::
     ├── SwitchError               a change of an application's active cluster breaks its rules
     │   └── FailoverRefused       a failover that must not start (the message says why)
     │       ├── PreconditionFailed  the caller's expectations (kind, epoch) no longer hold
-    │       └── RequestMismatch     a request id already names a different request
+    │       ├── RequestMismatch     a request id already names a different request
+    │       └── RecordTooLarge      a failover whose record would not fit the store's ceiling
     └── FormatError               bytes are not a record this build can read (or write)
         ├── SyncFormatError       an offset sync key or value
         ├── IndexSnapshotError    an offset index snapshot
@@ -42,6 +43,7 @@ __all__ = [
     "PreconditionFailed",
     "ProvenanceFormatError",
     "RecordFormatError",
+    "RecordTooLarge",
     "RequestMismatch",
     "SwitchError",
     "SyncConflictError",
@@ -92,6 +94,11 @@ class PreconditionFailed(FailoverRefused):
 class RequestMismatch(FailoverRefused):
     """A request id that an application's earlier, different request already used (another
     target, or force where there was none). HTTP answers 409."""
+
+
+class RecordTooLarge(FailoverRefused):
+    """A failover record larger than the ceiling of what is stored for one failover, even in
+    chunks (:mod:`failover.record_chunks`): the failover must not go on."""
 
 
 class FormatError(CoreError):

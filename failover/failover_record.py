@@ -27,6 +27,12 @@ record written before it reads unchanged and a reader from before it skips it (r
 fields they do not know). Only a change that an older reader would misread bumps ``v``, and a
 reader refuses a version it does not know. ``requested_by`` came this way: a record without it
 was asked for by someone unknown.
+
+Version 2 is the same document too large for one Consul value: its per-partition fields live
+in chunks beside it (:mod:`failover.record_chunks`), and the document stored at the record's
+key is a head that names them. A reader of version 1 only refuses it (it would otherwise read
+a failover without positions); :func:`decode_record` reads version 1 alone, and
+:func:`failover.record_chunks.join_record` reads both.
 """
 
 from __future__ import annotations
@@ -55,15 +61,20 @@ from failover.requester import decode_requester, requester_fields
 from failover.site_recovery import DivergentRange, PartitionOffset, RecoveryPolicy, SiteRecovery
 
 __all__ = [
+    "CHUNKED_FORMAT_VERSION",
     "RECORD_FORMAT_VERSION",
     "decode_record",
     "encode_record",
+    "parse_document",
     "record_fields",
+    "record_from_fields",
     "recovery_fields",
     "recovery_point",
 ]
 
 RECORD_FORMAT_VERSION = 1
+#: a head whose per-partition fields are in chunks (:mod:`failover.record_chunks`)
+CHUNKED_FORMAT_VERSION = 2
 
 T = TypeVar("T")
 
@@ -191,18 +202,37 @@ def encode_record(record: FailoverRecord) -> str:
     return json.dumps(record_fields(record), separators=(",", ":"))
 
 
-def decode_record(raw: str) -> FailoverRecord:
-    """The record stored as ``raw``; :class:`RecordFormatError` names what is wrong."""
+def parse_document(raw: str) -> dict[str, Any]:
+    """``raw`` as a JSON object; :class:`RecordFormatError` if it is not one."""
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as err:
         raise RecordFormatError(f"not valid JSON ({err.msg})") from err
     if not isinstance(doc, dict):
         raise RecordFormatError("expected a JSON object")
-    if doc.get("v") != RECORD_FORMAT_VERSION:
+    return doc
+
+
+def decode_record(raw: str) -> FailoverRecord:
+    """The record stored as ``raw`` in one document (version 1); :class:`RecordFormatError`
+    names what is wrong (a head of version 2 reads with its chunks: :mod:`.record_chunks`)."""
+    doc = parse_document(raw)
+    version = doc.get("v")
+    if version == CHUNKED_FORMAT_VERSION:
         raise RecordFormatError(
-            f"format version {doc.get('v')!r}; this build reads {RECORD_FORMAT_VERSION}"
+            f"format version {CHUNKED_FORMAT_VERSION} keeps its partitions in chunks beside "
+            "it: it reads only with them"
         )
+    if version != RECORD_FORMAT_VERSION:
+        raise RecordFormatError(
+            f"format version {version!r}; this build reads {RECORD_FORMAT_VERSION} and "
+            f"{CHUNKED_FORMAT_VERSION}"
+        )
+    return record_from_fields(doc)
+
+
+def record_from_fields(doc: Mapping[str, Any]) -> FailoverRecord:
+    """The record of a whole document's fields (:func:`record_fields`; ``v`` is not looked at)."""
     try:
         plan = FailoverPlan(
             failover_id=_text(doc, "id"),

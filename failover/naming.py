@@ -19,6 +19,7 @@ the group offset sync recognise drsvc's own groups by it and never translate or 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from failover.errors import PolicyError
 
@@ -37,12 +38,15 @@ __all__ = [
     "SYNC_REPAIR_GROUP",
     "TRANSLATE_READER_GROUP",
     "VERIFY_GROUP_PREFIX",
+    "FailoverKey",
     "app_active_key",
     "check_key_segment",
     "check_request_id",
     "checkpoints_app_id",
     "checkpoints_app_suffix",
     "consul_prefix",
+    "failover_chunk_key",
+    "failover_chunks_prefix",
     "flow_client_id",
     "flow_control_key",
     "flow_key",
@@ -52,6 +56,7 @@ __all__ = [
     "heartbeats_client_id",
     "judge_reader_group",
     "kafka_service",
+    "parse_failover_key",
     "progress_reader_group",
     "replicator_group",
     "slot_membership_group",
@@ -271,6 +276,40 @@ def failovers_prefix(namespace: str) -> str:
 def failover_record_key(namespace: str, failover_id: str) -> str:
     """The record of one failover (:mod:`failover.failover_record`)."""
     return f"{failovers_prefix(namespace)}{failover_id}"
+
+
+def failover_chunks_prefix(namespace: str, failover_id: str) -> str:
+    """Where the chunks of a record too large for one value live (``failovers/<id>/``), under
+    the record's own key so that whoever may read records may read its chunks too."""
+    return f"{failover_record_key(namespace, failover_id)}/"
+
+
+def failover_chunk_key(namespace: str, failover_id: str, tag: str, number: int) -> str:
+    """Chunk ``number`` (from 0) of a record's chunk set ``tag`` (from its digest)."""
+    return f"{failover_chunks_prefix(namespace, failover_id)}{tag}/{number:04d}"
+
+
+@dataclass(frozen=True)
+class FailoverKey:
+    """What a key under :func:`failovers_prefix` holds: a record's head (``tag`` None) or one
+    of its chunks."""
+
+    failover_id: str
+    tag: str | None = None
+    number: int | None = None
+
+
+def parse_failover_key(namespace: str, key: str) -> FailoverKey | None:
+    """The record or chunk ``key`` names; None for a key of another shape."""
+    prefix = failovers_prefix(namespace)
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix) :].split("/")
+    if len(parts) == 1 and parts[0]:
+        return FailoverKey(parts[0])
+    if len(parts) == 3 and all(parts) and parts[2].isdigit():
+        return FailoverKey(parts[0], parts[1], int(parts[2]))
+    return None
 
 
 def failover_request_key(namespace: str, application: str, request_id: str) -> str:

@@ -1,8 +1,11 @@
 """A thin typed wrapper over py-consul for what drsvc needs of Consul's HTTP API.
 
 Connection failures and timeouts become :class:`CoordinatorUnavailableError` (retryable); requests
-Consul rejects become :class:`ConfigError`. Later issues build the coordinator protocol (leader
-lock, compare-and-set, watches) on top of this.
+Consul rejects become :class:`ConfigError`, but for those it rejects for their size (413: a value
+over ``kv_max_value_size``, a transaction over ``txn_max_req_len`` or over 128 operations; or an
+answer saying a value exceeds a byte limit), which become :class:`TooLargeError`: nothing of them
+was written, and sending them again cannot succeed. Later issues build the coordinator protocol
+(leader lock, compare-and-set, watches) on top of this.
 
 How to reach Consul (scheme, TLS files, ACL token) is a :class:`ConsulAccess`; without one, it is
 resolved from the environment (:mod:`drsvc.adapters.consul_access`), so a caller that passes only
@@ -11,6 +14,7 @@ an address gets what ``CONSUL_HTTP_TOKEN_FILE``, ``CONSUL_CACERT`` and the rest 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -19,9 +23,14 @@ import requests
 from consul.exceptions import ACLDisabled, ACLPermissionDenied, BadRequest, ClientError, NotFound
 
 from drsvc.adapters.consul_access import ConsulAccess, consul_endpoint
-from drsvc.errors import ConfigError, CoordinatorUnavailableError
+from drsvc.errors import ConfigError, CoordinatorUnavailableError, TooLargeError
 
 T = TypeVar("T")
+
+#: how Consul says a request was refused for its size, whatever the status it came with
+_TOO_LARGE = re.compile(
+    r"^413\b|too large|exceeds \d+ byte limit|too many operations", re.IGNORECASE
+)
 
 
 class ConsulClient:
@@ -86,6 +95,11 @@ class ConsulClient:
             raise
         except consul.ConsulException as err:
             # 5xx answers such as "No cluster leader" are transient; 4xx are our mistake.
+            if _TOO_LARGE.search(str(err)):
+                raise TooLargeError(
+                    f"Consul at {self.http_addr} refused {what} for its size, so nothing of it "
+                    f"was written: {err}"
+                ) from err
             if isinstance(err, BadRequest | ClientError | ACLDisabled | NotFound):
                 raise ConfigError(f"Consul at {self.http_addr} rejected {what}: {err}") from err
             raise CoordinatorUnavailableError(f"Consul at {self.http_addr}: {what}: {err}") from err

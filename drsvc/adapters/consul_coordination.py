@@ -44,7 +44,11 @@ carry an index, so a watch longer than ``timeout_s`` does not time out. When the
 returns goes backwards (a restored snapshot, a rebuilt cluster) the next index is 0, which makes
 the next watch return at once with fresh state, as Consul's documentation asks of clients.
 
-A transaction holds at most 64 operations (Consul's limit); more are refused as ConfigError.
+Sizes: Consul (1.22, the version the project builds) takes at most 128 operations in a
+transaction, a request body of at most ``txn_max_req_len`` (512 KiB by default, values counted
+base64-encoded) and values of at most ``kv_max_value_size`` (512 KiB); beyond them it answers 413,
+which is :class:`TooLargeError` (a refusal: nothing was written). Failover records stay under
+them by storing large records in chunks (:mod:`drsvc.adapters.record_store`).
 """
 
 from __future__ import annotations

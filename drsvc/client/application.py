@@ -11,6 +11,7 @@ from typing import Any
 
 from drsvc.adapters.consul_access import first_consul_address
 from drsvc.adapters.coordination import Coordinator
+from drsvc.adapters.record_store import read_record
 from drsvc.dev_endpoints import LocalEndpoints
 from drsvc.errors import ConfigError
 from drsvc.kafka.clients import KafkaClients, is_protected_setting
@@ -18,9 +19,8 @@ from drsvc.settings import Settings
 from drsvc.topology.loader import load_topology
 from drsvc.topology.models import Application, Topology
 from failover.errors import FormatError
-from failover.failover_record import decode_record
 from failover.logical_topics import LogicalTopic
-from failover.naming import app_active_key, failover_record_key
+from failover.naming import app_active_key
 from failover.replication_policy import IdentityPolicy, ReplicationPolicy
 
 __all__ = ["ClientApplication", "consul_address", "resolve_topology"]
@@ -146,16 +146,15 @@ class ClientApplication:
         the switch); none when the cluster was not made active by a failover."""
         if failover_id is None:
             return {}
-        entry = coordinator.get(failover_record_key(self.topology.namespace, failover_id))
-        if entry is None:
+        try:
+            record = read_record(coordinator, self.topology.namespace, failover_id)
+        except FormatError as err:
+            raise ConfigError(f"failover record {failover_id}: {err}") from err
+        if record is None:
             raise ConfigError(
                 f"the active key of application '{self.name}' names failover {failover_id}, "
                 "whose record is not in Consul"
             )
-        try:
-            record = decode_record(entry.value)
-        except FormatError as err:
-            raise ConfigError(f"failover record {failover_id}: {err}") from err
         return {(c.topic, c.partition): c.offset for c in record.cutoffs}
 
 

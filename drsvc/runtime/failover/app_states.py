@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from drsvc.adapters.coordination import Coordinator
+from drsvc.adapters.record_store import read_records
 from drsvc.topology.models import Topology
 from failover import naming
 from failover.active import decode_active
 from failover.errors import FormatError
-from failover.failover_record import decode_record
 
 __all__ = ["application_states", "controller_leader", "held_for_recovery"]
 
@@ -57,11 +57,7 @@ def held_for_recovery(
     unplanned failover moved from ``source`` to ``target`` while records had not crossed,
     until ``drsvc recover`` deals with them. By topic, the failover that holds it."""
     held: dict[str, str] = {}
-    for entry in coordinator.list(naming.failovers_prefix(topology.namespace)):
-        try:
-            record = decode_record(entry.value)
-        except FormatError:
-            continue
+    for record in read_records(coordinator, topology.namespace):
         plan = record.plan
         if not record.awaits_recovery or (plan.from_cluster, plan.to_cluster) != (source, target):
             continue

@@ -14,12 +14,11 @@ import logging
 import time
 
 from drsvc.adapters.coordination import Coordinator
+from drsvc.adapters.record_store import read_records
 from drsvc.topology.models import Topology
 from failover import naming
 from failover.active import ActiveDocument
-from failover.errors import FormatError
 from failover.failover_plan import FailoverRecord, highest_epoch
-from failover.failover_record import decode_record
 
 __all__ = ["ensure_active_documents"]
 
@@ -63,10 +62,8 @@ def ensure_active_documents(
 
 
 def _records(coordinator: Coordinator, namespace: str) -> list[FailoverRecord]:
-    found = []
-    for entry in coordinator.list(naming.failovers_prefix(namespace)):
-        try:
-            found.append(decode_record(entry.value))
-        except FormatError as err:
-            log.warning("skipping unreadable failover record %s: %s", entry.key, err)
-    return found
+    return read_records(
+        coordinator,
+        namespace,
+        lambda key, err: log.warning("skipping unreadable failover record %s: %s", key, err),
+    )

@@ -18,8 +18,15 @@ from drsvc.errors import (
     PreconditionFailedError,
     RefusedError,
     RequestMismatchError,
+    TooLargeError,
 )
-from failover.errors import FailoverRefused, PolicyError, PreconditionFailed, RequestMismatch
+from failover.errors import (
+    FailoverRefused,
+    PolicyError,
+    PreconditionFailed,
+    RecordTooLarge,
+    RequestMismatch,
+)
 from failover.naming import check_request_id
 
 __all__ = ["REFUSAL_KINDS", "checked_request_id", "core_refusals", "refusal"]
@@ -28,6 +35,7 @@ __all__ = ["REFUSAL_KINDS", "checked_request_id", "core_refusals", "refusal"]
 REFUSAL_KINDS: tuple[tuple[type[FailoverRefused], type[RefusedError]], ...] = (
     (PreconditionFailed, PreconditionFailedError),
     (RequestMismatch, RequestMismatchError),
+    (RecordTooLarge, TooLargeError),
 )
 
 

@@ -55,6 +55,7 @@ from drsvc.adapters.coordination import (
     Put,
     WriteOp,
 )
+from drsvc.adapters.record_store import read_record, read_records, stored_form, write_record
 from drsvc.errors import (
     ConfigError,
     ConflictError,
@@ -65,6 +66,7 @@ from drsvc.errors import (
     RefusedError,
     RequestMismatchError,
     TemporaryError,
+    TooLargeError,
 )
 from drsvc.kafka.clock import Clock, SystemClock
 from drsvc.runtime.failover.clusters import FailoverClusters, Partition
@@ -106,7 +108,6 @@ from failover.failover_plan import (
     record_outcome,
     request_fingerprint,
 )
-from failover.failover_record import decode_record, encode_record
 from failover.recovery_point import PartitionReplication, UnreplicatedRange, unreplicated
 from failover.site_recovery import past_quarantine
 from failover.stale_epochs import StaleEntry, StaleRecords
@@ -286,15 +287,15 @@ class FailoverExecutor:
             ) from err
 
     def record(self, failover_id: str) -> FailoverRecord:
-        entry = self._store.get(naming.failover_record_key(self._ns, failover_id))
-        if entry is None:
-            raise ConfigError(f"no failover {failover_id!r} in namespace {self._ns}")
         try:
-            return decode_record(entry.value)
+            record = read_record(self._store, self._ns, failover_id)
         except FormatError as err:
             raise FailoverError(
                 f"the record of failover {failover_id} is unreadable: {err}"
             ) from err
+        if record is None:
+            raise ConfigError(f"no failover {failover_id!r} in namespace {self._ns}")
+        return record
 
     def stale_records(self, record: FailoverRecord) -> list[tuple[str, StaleEntry]]:
         """Records written on the failover's old cluster after it activated the new one, under
@@ -319,12 +320,11 @@ class FailoverExecutor:
 
     def records(self) -> list[FailoverRecord]:
         """Every failover of the namespace, oldest first."""
-        found = []
-        for entry in self._store.list(naming.failovers_prefix(self._ns)):
-            try:
-                found.append(decode_record(entry.value))
-            except FormatError as err:
-                log.warning("skipping unreadable failover record %s: %s", entry.key, err)
+        found = read_records(
+            self._store,
+            self._ns,
+            lambda key, err: log.warning("skipping unreadable failover record %s: %s", key, err),
+        )
         return sorted(found, key=lambda r: (r.created_ms, r.plan.failover_id))
 
     def running(self, app: Application, me: str | None = None) -> str | None:
@@ -450,14 +450,12 @@ class FailoverExecutor:
             if plan.kind is FailoverKind.PLANNED:
                 self._refuse_untranslatable(app, plan)
             record = FailoverRecord(plan, created_ms=now)
-            ops: list[WriteOp] = [
-                Put(naming.failover_record_key(self._ns, failover_id), encode_record(record), 0),
-                Put(naming.app_failover_key(self._ns, app.name), failover_id),
-            ]
+            self._refuse_oversized(app, record)
+            ops: list[WriteOp] = [Put(naming.app_failover_key(self._ns, app.name), failover_id)]
             if request_key is not None:
                 asked = {"failover_id": failover_id, "request": request_fingerprint(request)}
                 ops.append(Put(request_key, json.dumps(asked, separators=(",", ":")), 0))
-            self._store.write(ops, lock=lock)
+            write_record(self._store, self._ns, record, lock=lock, ops=ops, create=True)
             self.event(
                 f"failover {failover_id}: {plan.kind.value} failover of {app.name} from "
                 f"{plan.from_cluster} to {plan.to_cluster}"
@@ -586,6 +584,12 @@ class FailoverExecutor:
         for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
             try:
                 return self._record(record, step, result, lock), result
+            except TooLargeError as err:
+                # What the step found cannot be stored (over the ceiling, or Consul's 413):
+                # nothing of it was written; its failure is, and the plan says what follows
+                # (before activate: roll back).
+                failed = _StepResult(Outcome.FAILED, str(err))
+                return self._record(record, step, failed, lock), failed
             except ConflictError as err:
                 # (A write of this failover's that timed out cannot be what changed it: that
                 # transaction checks this lock's session, which is released before anyone
@@ -608,9 +612,8 @@ class FailoverExecutor:
         )
         if result.found:
             updated = replace(updated, **result.found)  # type: ignore[arg-type]
-        key = naming.failover_record_key(self._ns, record.plan.failover_id)
-        ops = [*result.ops, Put(key, encode_record(updated))]
-        self._store.write(ops if result.outcome is Outcome.OK else ops[-1:], lock=lock)
+        ops = result.ops if result.outcome is Outcome.OK else ()
+        write_record(self._store, self._ns, updated, lock=lock, ops=ops)
         if step.name is StepName.DEACTIVATE and result.outcome is Outcome.OK:
             # Acknowledged: none (written now, or earlier by this failover and found by the
             # step's read) is committed. The lease wait counts from here, never from the
@@ -619,8 +622,60 @@ class FailoverExecutor:
         return updated
 
     def save(self, record: FailoverRecord, lock: Lock) -> None:
-        key = naming.failover_record_key(self._ns, record.plan.failover_id)
-        self._store.write([Put(key, encode_record(record))], lock=lock)
+        write_record(self._store, self._ns, record, lock=lock)
+
+    def _refuse_oversized(self, app: Application, record: FailoverRecord) -> None:
+        """Raise :class:`TooLargeError` when the record would be over the ceiling of what is
+        stored for one failover (:mod:`failover.record_chunks`) with the group positions as
+        they would be now: before anything is written, not at set-offsets with the
+        application on none (where it is checked again, and refused with a roll back). What
+        cannot be read now is left out of this estimate."""
+        plan = record.plan
+        try:
+            groups = self._estimated_targets(app, plan)
+        except DrsvcError as err:
+            log.info("failover %s: group positions not estimated: %s", plan.failover_id, err)
+            groups = []
+        try:
+            self._check_size(app, replace(record, groups=tuple(sorted(groups))))
+        except TooLargeError as err:
+            raise TooLargeError(
+                f"failover of application {app.name} from {plan.from_cluster} to "
+                f"{plan.to_cluster} not started, nothing changed: {err}"
+            ) from err
+
+    def _check_size(self, app: Application, record: FailoverRecord) -> None:
+        """Raise :class:`TooLargeError` unless ``record``, with the cut-offs that activate
+        would add now, can be stored (an unreadable end leaves the cut-offs out)."""
+        try:
+            cutoffs = self._cutoffs(app, record.plan)
+        except DrsvcError:
+            cutoffs = record.cutoffs
+        stored_form(replace(record, cutoffs=cutoffs))
+
+    def _estimated_targets(self, app: Application, plan: FailoverPlan) -> list[GroupTarget]:
+        """Every group partition that set-offsets would store now, at its position if known."""
+        if plan.kind is not FailoverKind.PLANNED:
+            return self._checkpointed_targets(app, plan)
+        targets = []
+        for group in app.groups:
+            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+            for p in translation.partitions if translation is not None else ():
+                if self._of_app(app, plan, p.source_topic):
+                    offset = p.target_offset if p.target_offset is not None else p.source_offset
+                    targets.append(
+                        GroupTarget(
+                            group,
+                            p.topic,
+                            p.partition,
+                            offset,
+                            p.exact,
+                            p.source_topic,
+                            p.source_offset,
+                            p.reason,
+                        )
+                    )
+        return targets
 
     # -- the steps ----------------------------------------------------------------------------
 
@@ -849,8 +904,10 @@ class FailoverExecutor:
                 targets = self._targets(app, plan)
             except RefusedError as err:
                 return _StepResult(Outcome.FAILED, str(err))
-            # Stored before any commit: a resumed attempt commits these same positions.
+            # Stored before any commit: a resumed attempt commits these same positions. A
+            # record that could not hold them with the cut-offs is refused here (roll back).
             record = replace(record, groups=tuple(sorted(targets)))
+            self._check_size(app, record)
             self.save(record, lock)
         by_group: dict[str, dict[Partition, int]] = {}
         for t in record.groups:

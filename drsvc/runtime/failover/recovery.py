@@ -29,16 +29,15 @@ from dataclasses import replace
 from typing import Protocol
 
 from drsvc.adapters.coordination import Coordinator, Lock, Put
+from drsvc.adapters.record_store import write_record
 from drsvc.errors import RefusedError
 from drsvc.kafka.clock import Clock
 from drsvc.runtime.failover.clusters import FailoverClusters
 from drsvc.runtime.failover.fencing import DEFAULT_FENCING_TIMEOUT_S
 from drsvc.runtime.failover.flow_switch import FlowSwitch, start_topics
 from drsvc.topology.models import Application, Topology
-from failover import naming
 from failover.active import ActiveDocument
 from failover.failover_plan import FailoverPlan, FailoverRecord
-from failover.failover_record import encode_record
 from failover.site_recovery import (
     PartitionOffset,
     RecoveryPolicy,
@@ -161,11 +160,8 @@ class SiteRecoverer:
                 f"failover {failover_id}: replayed {replayed} record(s) to {recovery.into}"
             )
         done = replace(record, recovery=recovery.complete(self._clock.time_ms()))
-        ops = [
-            *self._resume_flow(app, record, recovery),
-            Put(naming.failover_record_key(self._ns, failover_id), encode_record(done)),
-        ]
-        self._store.write(ops, lock=lock)
+        ops = self._resume_flow(app, record, recovery)
+        write_record(self._store, self._ns, done, lock=lock, ops=ops)
         self._executor.event(
             f"failover {failover_id}: recovery done; flow {recovery.cluster}->"
             f"{record.plan.to_cluster} resumed past the divergence"

@@ -17,7 +17,8 @@ from requests.adapters import BaseAdapter
 from drsvc.adapters.consul_access import ConsulAccess, resolve_consul_access
 from drsvc.adapters.consul_client import ConsulClient
 from drsvc.adapters.consul_coordination import ConsulCoordinator
-from drsvc.errors import ConfigError, CoordinatorUnavailableError
+from drsvc.adapters.coordination import Put
+from drsvc.errors import ConfigError, CoordinatorUnavailableError, RefusedError, TooLargeError
 
 SECRET = "6d0c0f5e-secret"
 DENIED = "Permission denied: token with AccessorID 'a-1' lacks permission 'key:write' on \"k\""
@@ -263,3 +264,24 @@ def test_the_token_is_in_no_repr_of_the_client(tmp_path: Path) -> None:
     assert SECRET not in repr(client.access)
     assert SECRET not in repr(vars(client)["access"])
     assert SECRET not in repr(client._consul)
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (413, 'Value for key "drsvc/t/failovers/f-1" is too large (600000 > 524288 bytes)'),
+        (413, "Request body(700000 bytes) too large, max size: 524288 bytes. See ..."),
+        (413, "Transaction contains too many operations (129 > 128)"),
+        (400, "Value exceeds 524288 byte limit"),
+    ],
+)
+def test_a_write_refused_for_its_size_is_a_refusal_not_a_setting(status: int, body: str) -> None:
+    coordinator = ConsulCoordinator("127.0.0.1:8500", access=ConsulAccess())
+    wired(coordinator._api, (status, body))
+    with pytest.raises(TooLargeError, match="for its size, so nothing of it was written") as err:
+        coordinator.write([Put("drsvc/t/failovers/f-1", "x")])
+    assert isinstance(err.value, RefusedError) and body in str(err.value)
+    client = ConsulClient("127.0.0.1:8500", access=ConsulAccess())
+    wired(client, (status, body))
+    with pytest.raises(TooLargeError):
+        client.kv_put("k", "v")

@@ -13,15 +13,23 @@ from drsvc.errors import (
     PreconditionFailedError,
     RefusedError,
     RequestMismatchError,
+    TooLargeError,
 )
 from drsvc.runtime.failover.core_errors import checked_request_id, core_refusals, refusal
 from failover import errors as core
-from failover.errors import FailoverRefused, PolicyError, PreconditionFailed, RequestMismatch
+from failover.errors import (
+    FailoverRefused,
+    PolicyError,
+    PreconditionFailed,
+    RecordTooLarge,
+    RequestMismatch,
+)
 
 MAPPING: dict[type[FailoverRefused], type[RefusedError]] = {
     FailoverRefused: RefusedError,
     PreconditionFailed: PreconditionFailedError,
     RequestMismatch: RequestMismatchError,
+    RecordTooLarge: TooLargeError,
 }
 
 

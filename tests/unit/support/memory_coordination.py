@@ -20,6 +20,9 @@ invalidated. Tests simulate the rest:
   write it makes is refused by the session check (:class:`LockLostError`) rather than by its
   clock.
 
+Sizes: set :attr:`MemoryCoordinator.max_value_bytes` and a write with a larger value is refused
+as Consul refuses it (413: :class:`TooLargeError`, nothing written).
+
 Outages: set :attr:`MemoryCoordinator.unavailable` or call :meth:`MemoryCoordinator.fail_next`;
 store calls then raise :class:`CoordinatorUnavailableError`. Outages do not touch sessions (use
 :meth:`MemoryCoordinator.pause_holder` for a holder that cannot renew).
@@ -42,7 +45,13 @@ from drsvc.adapters.coordination import (
     Put,
     WriteOp,
 )
-from drsvc.errors import ConfigError, ConflictError, CoordinatorUnavailableError, LockLostError
+from drsvc.errors import (
+    ConfigError,
+    ConflictError,
+    CoordinatorUnavailableError,
+    LockLostError,
+    TooLargeError,
+)
 
 __all__ = ["Clock", "FakeClock", "MemoryCoordinator", "MemoryLock"]
 
@@ -144,6 +153,10 @@ class MemoryCoordinator:
         self._failures = 0
         #: while True every store call raises CoordinatorUnavailableError
         self.unavailable = False
+        #: Consul's kv_max_value_size (None: no limit); a larger value is refused as with 413
+        self.max_value_bytes: int | None = None
+        #: every transaction applied (or refused for its size), in order
+        self.writes: list[tuple[WriteOp, ...]] = []
 
     # -- what tests control -------------------------------------------------------------------
 
@@ -193,6 +206,7 @@ class MemoryCoordinator:
         self._reach(f"put {key}")
         op = Put(key, value, index)
         _check_op(op)
+        self._check_size([op])
         if not self._condition_holds(op):
             return False
         self._apply([op])
@@ -206,6 +220,7 @@ class MemoryCoordinator:
         if not ops:
             return
         self._reach("transaction")
+        self._check_size(ops)
         if lock is not None:
             entry = self._entries.get(lock.key)
             if entry is None or entry.session != lock.session:
@@ -272,6 +287,17 @@ class MemoryCoordinator:
             self._failures = max(0, self._failures - 1)
             raise CoordinatorUnavailableError(f"in-memory coordinator unavailable: {what}")
         self._reap()
+
+    def _check_size(self, ops: Sequence[WriteOp]) -> None:
+        self.writes.append(tuple(ops))
+        limit = self.max_value_bytes
+        for op in ops:
+            size = len(op.value.encode("utf-8")) if isinstance(op, Put) else 0
+            if limit is not None and size > limit:
+                raise TooLargeError(
+                    f"in-memory coordinator refused the write for its size: 413 Value for key "
+                    f"{op.key!r} is too large ({size} > {limit} bytes)"
+                )
 
     def _session(self, session: str) -> _Session:
         try:
