@@ -658,8 +658,10 @@ class FailoverExecutor:
         if plan.kind is not FailoverKind.PLANNED:
             return self._checkpointed_targets(app, plan)
         targets = []
-        for group in app.groups:
-            translation = self._clusters.translate(group, plan.from_cluster, plan.to_cluster)
+        translations = self._clusters.translate_groups(
+            app.groups, plan.from_cluster, plan.to_cluster
+        )
+        for group, translation in translations.items():
             for p in translation.partitions if translation is not None else ():
                 if self._of_app(app, plan, p.source_topic):
                     offset = p.target_offset if p.target_offset is not None else p.source_offset
