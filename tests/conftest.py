@@ -6,6 +6,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check what they generate, not how fast: a machine busy with brokers and Spark
+# (CI runs them side by side) can make generation slow enough for Hypothesis's health check to
+# fail a test that would pass.
+settings.register_profile("drsvc", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("drsvc")
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
 
