@@ -18,7 +18,13 @@ from drsvc.errors import ConfigError
 from drsvc.settings import Settings
 from drsvc.verify import job
 from drsvc.verify.kafka_options import cluster_read_options
-from drsvc.verify.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, verification_session
+from drsvc.verify.spark import (
+    DEFAULT_DRIVER_MEMORY,
+    DEFAULT_EXECUTOR_MEMORY,
+    DEFAULT_MASTER,
+    parse_conf,
+    verification_session,
+)
 from drsvc.verify.verdict import CHECKS, Verdict
 
 HELP = (
@@ -42,11 +48,26 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         master: Annotated[
-            str, typer.Option(help="Spark master: local[N] or a cluster's URL.")
+            str,
+            typer.Option(
+                help="Spark master: local[N], or a cluster's (spark://HOST:PORT, yarn, "
+                "k8s://URL; the driver runs here, see docs/chaos.md)."
+            ),
         ] = DEFAULT_MASTER,
         driver_memory: Annotated[
             str, typer.Option(help="Spark driver memory (local mode).")
         ] = DEFAULT_DRIVER_MEMORY,
+        executor_memory: Annotated[
+            str, typer.Option(help="Memory of each executor (cluster masters).")
+        ] = DEFAULT_EXECUTOR_MEMORY,
+        spark_conf: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--conf",
+                help="A Spark setting KEY=VALUE (repeatable), e.g. spark.jars.packages.",
+                show_default=False,
+            ),
+        ] = None,
         shuffle_partitions: Annotated[
             int, typer.Option(help="Spark shuffle partitions.", min=1)
         ] = 4,
@@ -68,6 +89,7 @@ def register(app: typer.Typer) -> None:
         # Each cluster is read with its own security block (the verifier's principal, say):
         # refused here, before Spark starts, when Spark's Kafka client cannot be given it.
         kafka_options = cluster_read_options(topology, bootstrap)
+        conf = {"spark.executor.memory": executor_memory, **parse_conf(spark_conf or [])}
         jars = load_components(Settings.from_env().cache_dir).spark_kafka.jars
         started = time.monotonic()
         with verification_session(
@@ -75,22 +97,19 @@ def register(app: typer.Typer) -> None:
             jars=jars,
             shuffle_partitions=shuffle_partitions,
             driver_memory=driver_memory,
+            conf=conf,
         ) as spark:
             spark_started = time.monotonic() - started
-            places = job.plan_places(topology, job.written_topics(spark, history))
-            request = job.VerifyRequest(
-                history_dir=history,
-                bootstrap=bootstrap,
-                places=places,
-                aliases=topology.aliases,
-                separator=topology.flows[0].separator if topology.flows else ".",
+            verdict = job.check_history(
+                spark,
+                topology,
+                bootstrap,
+                history,
+                kafka_options,
                 max_hops=max_hops,
                 exactly_once=exactly_once,
                 sample=sample,
-                applications=job.application_scopes(topology),
-                kafka_options=kafka_options,
             )
-            verdict = job.run(spark, request)
         if as_json:
             document = verdict.as_dict()
             document["spark_start_s"] = round(spark_started, 1)

@@ -173,6 +173,33 @@ def _samples(frame: DataFrame, n: int) -> list[dict[str, Any]]:
     return [jsonable(row.asDict(recursive=True)) for row in frame.limit(n).collect()]
 
 
+def check_history(
+    spark: SparkSession,
+    topology: Topology,
+    bootstrap: Mapping[str, str],
+    history_dir: Path,
+    kafka_options: Mapping[str, Mapping[str, str]],
+    max_hops: int = 1,
+    exactly_once: bool = False,
+    sample: int = 10,
+) -> Verdict:
+    """``drsvc verify``'s job (and ``spark-submit``'s, :mod:`drsvc.verify.submit`): the places
+    of every topic the history names on ``topology``, each checked on ``spark``."""
+    request = VerifyRequest(
+        history_dir=history_dir,
+        bootstrap=bootstrap,
+        places=plan_places(topology, written_topics(spark, history_dir)),
+        aliases=topology.aliases,
+        separator=topology.flows[0].separator if topology.flows else ".",
+        max_hops=max_hops,
+        exactly_once=exactly_once,
+        sample=sample,
+        applications=application_scopes(topology),
+        kafka_options=kafka_options,
+    )
+    return run(spark, request)
+
+
 def run(spark: SparkSession, request: VerifyRequest) -> Verdict:
     """Read every place's topic and run every check once on ``spark``."""
     return evaluate(spark, request, observe(spark, request))
