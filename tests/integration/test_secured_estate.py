@@ -170,6 +170,120 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
         env.down()
 
 
+# The migration runs before any test starts the estate's replication workers: its copier joins
+# the consumer group of the flow east->west (drsvc-replicator.east-west), and once the estate's
+# workers lead that group, they assign it without the migration's topic, which their principal
+# may not see. Two topologies copying between the same two clusters in the same direction share
+# that group; see the stop's notes.
+MIGRATOR = "drsvc-migrator"
+MIGRATING_APP = "mover"
+
+
+def _migration_topology(estate: Estate, prefix: str, group: str) -> Path:
+    """A topology of the estate's clusters with no flow and one migration east->west of the
+    topics under ``prefix``, cutting one application over; its clusters name the migrator's
+    principal, its ``consul`` block the executor's token."""
+    security = estate.env.topology_security(MIGRATOR)
+    consul = estate.env.topology_consul("executor")
+    assert security is not None and consul is not None
+    clusters = {
+        a: {"bootstrap_servers": b, "security": security} for a, b in estate.bootstraps.items()
+    }
+    document = {
+        "name": f"{prefix}-ns",
+        "clusters": clusters,
+        "applications": [
+            {
+                "name": MIGRATING_APP,
+                "groups": [group],
+                "topics": [f"{prefix}.orders"],
+                "preferred": "east",
+                "lease_s": 2.0,
+            }
+        ],
+        "migrations": [
+            {
+                "name": "to-west",
+                "source": "east",
+                "target": "west",
+                "topics": {"include": [f"{prefix}\\..*"]},
+                "applications": [MIGRATING_APP],
+            }
+        ],
+        "consul": consul,
+    }
+    path = estate.tmp / f"{prefix}-migrator.json"
+    path.write_text(json.dumps(document, indent=2))
+    return path
+
+
+def _consume_half(bootstrap: str, group: str, topic: str, settings: dict[str, str]) -> list[bytes]:
+    consumed: list[bytes] = []
+
+    def consumed_half() -> bool:
+        try:  # the group's coordinator may still be loading on a fresh cluster
+            consumed.extend(consume_part(bootstrap, group, [topic], 0.5, settings)[0])
+        except KafkaException as err:
+            if not (err.args[0].retriable() or err.args[0].code() in COORDINATOR_MOVING):
+                raise
+            return False
+        return True
+
+    wait_until(consumed_half, 60, "the application to consume half of its records")
+    return consumed
+
+
+def test_a_migration_runs_under_the_migrators_grants_alone(estate: Estate) -> None:
+    """``drsvc migrate`` on secured clusters: plan, start (topics created, the identity flow
+    copying), cutover and finish, every command as the migrator's principal with exactly the
+    grants ``drsvc acls plan --role migrator`` prints, and Consul through the executor's token
+    (its topology's ``consul`` block alone). The application's group resumes on the target
+    exactly where it stopped on the source."""
+    prefix = f"mig{uuid.uuid4().hex[:6]}"
+    orders, group = f"{prefix}.orders", f"{prefix}-g"
+    path = _migration_topology(estate, prefix, group)
+    topology = load_topology_text(path.read_text())
+    estate.env.add_principal(f"app-{MIGRATING_APP}")
+    for alias in SITES:
+        bootstrap, admin_settings = estate.admin(alias)
+        admin = admin_client(bootstrap, admin_settings)
+        create_acls(admin, kafka_grants(topology, "migrator", alias), cluster=alias)
+        create_acls(admin, kafka_grants(topology, "application", alias), cluster=alias)
+    east_bootstrap, east_admin = estate.admin("east")
+    create(east_bootstrap, orders, 2, east_admin)
+    app_settings = estate.env.client_settings(f"app-{MIGRATING_APP}")
+    sent = [f"{orders}:{i:04d}".encode() for i in range(300)]
+    producer = Producer({"bootstrap.servers": estate.bootstraps["east"], **app_settings})
+    for i, value in enumerate(sent):
+        producer.produce(orders, value, partition=i % 2)
+    assert producer.flush(30) == 0
+    consumed = _consume_half(estate.bootstraps["east"], group, orders, app_settings)
+
+    env = failover_env(estate.consul_addr)
+    t = ["-t", str(path)]
+    code, plan, err = run_cli("migrate", "plan", *t, "--json", env=env)
+    assert code == 0, err
+    assert {p["topic"]: p["action"] for p in (plan or {})["topics"]} == {orders: "create"}
+    cutover = ("migrate", "cutover", *t, "--app", MIGRATING_APP, "--json")
+    copier = StartProcess(*t, "--progress-every-s", "1", log_file=estate.tmp / f"{prefix}.log",
+                          env=env)  # fmt: skip
+    try:
+        try:
+            wait_until(lambda: run_cli(*cutover, "--dry-run", env=env)[0] == 0, 90,
+                       "the migration's copy to catch up")  # fmt: skip
+        except AssertionError:
+            raise AssertionError(copier.tail()) from None
+        code, over, err = run_cli(*cutover, env=env)
+        assert code == 0 and over is not None and over["state"] == "completed", (over, err)
+        code, fin, err = run_cli("migrate", "finish", *t, "--json", env=env)
+        assert code == 0 and fin is not None and fin["state"] == "finished", (fin, err)
+        assert copier.wait(60) == 0, copier.tail()
+    finally:
+        copier.stop()
+    rest = read_rest(estate.bootstraps["west"], group, [orders], app_settings)
+    check_exactly_once([("east", v) for v in sent], consumed + rest)
+
+
 @pytest.fixture(scope="module")
 def replicating(estate: Estate) -> Iterator[None]:
     flows = ["east->west", "west->east"]
@@ -344,112 +458,3 @@ def test_refused_credentials_are_a_clear_error_never_an_outage(estate: Estate) -
     secret_file = Path(str(right["sasl"]["password_file"]))  # type: ignore[index]
     rotated.write_text(secret_file.read_text())
     assert clusters.reachable("east", tries=1) is True
-
-
-MIGRATOR = "drsvc-migrator"
-MIGRATING_APP = "mover"
-
-
-def _migration_topology(estate: Estate, prefix: str, group: str) -> Path:
-    """A topology of the estate's clusters with no flow and one migration east->west of the
-    topics under ``prefix``, cutting one application over; its clusters name the migrator's
-    principal, its ``consul`` block the executor's token."""
-    security = estate.env.topology_security(MIGRATOR)
-    consul = estate.env.topology_consul("executor")
-    assert security is not None and consul is not None
-    clusters = {
-        a: {"bootstrap_servers": b, "security": security} for a, b in estate.bootstraps.items()
-    }
-    document = {
-        "name": f"{prefix}-ns",
-        "clusters": clusters,
-        "applications": [
-            {
-                "name": MIGRATING_APP,
-                "groups": [group],
-                "topics": [f"{prefix}.orders"],
-                "preferred": "east",
-                "lease_s": 2.0,
-            }
-        ],
-        "migrations": [
-            {
-                "name": "to-west",
-                "source": "east",
-                "target": "west",
-                "topics": {"include": [f"{prefix}\\..*"]},
-                "applications": [MIGRATING_APP],
-            }
-        ],
-        "consul": consul,
-    }
-    path = estate.tmp / f"{prefix}-migrator.json"
-    path.write_text(json.dumps(document, indent=2))
-    return path
-
-
-def _consume_half(bootstrap: str, group: str, topic: str, settings: dict[str, str]) -> list[bytes]:
-    consumed: list[bytes] = []
-
-    def consumed_half() -> bool:
-        try:  # the group's coordinator may still be loading on a fresh cluster
-            consumed.extend(consume_part(bootstrap, group, [topic], 0.5, settings)[0])
-        except KafkaException as err:
-            if not (err.args[0].retriable() or err.args[0].code() in COORDINATOR_MOVING):
-                raise
-            return False
-        return True
-
-    wait_until(consumed_half, 60, "the application to consume half of its records")
-    return consumed
-
-
-def test_a_migration_runs_under_the_migrators_grants_alone(estate: Estate) -> None:
-    """``drsvc migrate`` on secured clusters: plan, start (topics created, the identity flow
-    copying), cutover and finish, every command as the migrator's principal with exactly the
-    grants ``drsvc acls plan --role migrator`` prints, and Consul through the executor's token
-    (its topology's ``consul`` block alone). The application's group resumes on the target
-    exactly where it stopped on the source."""
-    prefix = f"mig{uuid.uuid4().hex[:6]}"
-    orders, group = f"{prefix}.orders", f"{prefix}-g"
-    path = _migration_topology(estate, prefix, group)
-    topology = load_topology_text(path.read_text())
-    estate.env.add_principal(f"app-{MIGRATING_APP}")
-    for alias in SITES:
-        bootstrap, admin_settings = estate.admin(alias)
-        admin = admin_client(bootstrap, admin_settings)
-        create_acls(admin, kafka_grants(topology, "migrator", alias), cluster=alias)
-        create_acls(admin, kafka_grants(topology, "application", alias), cluster=alias)
-    east_bootstrap, east_admin = estate.admin("east")
-    create(east_bootstrap, orders, 2, east_admin)
-    app_settings = estate.env.client_settings(f"app-{MIGRATING_APP}")
-    sent = [f"{orders}:{i:04d}".encode() for i in range(300)]
-    producer = Producer({"bootstrap.servers": estate.bootstraps["east"], **app_settings})
-    for i, value in enumerate(sent):
-        producer.produce(orders, value, partition=i % 2)
-    assert producer.flush(30) == 0
-    consumed = _consume_half(estate.bootstraps["east"], group, orders, app_settings)
-
-    env = failover_env(estate.consul_addr)
-    t = ["-t", str(path)]
-    code, plan, err = run_cli("migrate", "plan", *t, "--json", env=env)
-    assert code == 0, err
-    assert {p["topic"]: p["action"] for p in (plan or {})["topics"]} == {orders: "create"}
-    cutover = ("migrate", "cutover", *t, "--app", MIGRATING_APP, "--json")
-    copier = StartProcess(*t, "--progress-every-s", "1", log_file=estate.tmp / f"{prefix}.log",
-                          env=env)  # fmt: skip
-    try:
-        try:
-            wait_until(lambda: run_cli(*cutover, "--dry-run", env=env)[0] == 0, 90,
-                       "the migration's copy to catch up")  # fmt: skip
-        except AssertionError:
-            raise AssertionError(copier.tail()) from None
-        code, over, err = run_cli(*cutover, env=env)
-        assert code == 0 and over is not None and over["state"] == "completed", (over, err)
-        code, fin, err = run_cli("migrate", "finish", *t, "--json", env=env)
-        assert code == 0 and fin is not None and fin["state"] == "finished", (fin, err)
-        assert copier.wait(60) == 0, copier.tail()
-    finally:
-        copier.stop()
-    rest = read_rest(estate.bootstraps["west"], group, [orders], app_settings)
-    check_exactly_once([("east", v) for v in sent], consumed + rest)
